@@ -1,0 +1,152 @@
+//! JSON patch (RFC 6902) and JSON merge patch (RFC 7386) as kube-apiserver applies them.
+//!
+//! Status codes follow kube-apiserver's patch handler: a body that does not decode is 400; a
+//! JSON patch that decodes but does not apply (a failed `test`, a missing path, an unknown op)
+//! is 422 with the fixed message `the server rejected our request due to an error in our
+//! request` and an empty `details`, because kube reports it through `NewGenericServerResponse`;
+//! more than 10000 operations is 413.
+
+use json_patch::PatchOperation;
+use serde_json::Value;
+
+use crate::status::{ApiError, Details, StatusReason};
+
+/// kube-apiserver's cap on the operations of one JSON patch.
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+fn not_applicable() -> ApiError {
+    ApiError {
+        details: Some(Details::default()),
+        ..ApiError::new(422, StatusReason::Invalid, "the server rejected our request due to an error in our request")
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Applies an `application/json-patch+json` body to `doc`; the result is a new document and
+/// `doc` is untouched whatever happens.
+pub fn apply_json_patch(doc: &Value, patch: &[u8]) -> Result<Value, ApiError> {
+    let raw: Value = serde_json::from_slice(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let Value::Array(ops) = raw else {
+        return Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
+            json_kind(&raw)
+        )));
+    };
+    if let Some(bad) = ops.iter().find(|op| !op.is_object()) {
+        return Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
+            json_kind(bad)
+        )));
+    }
+    if ops.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(ApiError::new(
+            413,
+            StatusReason::RequestEntityTooLarge,
+            format!("The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}", ops.len()),
+        ));
+    }
+    // An operation with an unknown `op` or missing members decodes in kube and fails when
+    // applied, hence 422 rather than 400.
+    let ops: Vec<PatchOperation> =
+        ops.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|_| not_applicable())?;
+    let mut out = doc.clone();
+    json_patch::patch(&mut out, &ops).map_err(|_| not_applicable())?;
+    Ok(out)
+}
+
+/// Applies an `application/merge-patch+json` body: objects merge recursively, `null` deletes a
+/// member, anything else replaces. The body must be a JSON object (400 otherwise).
+pub fn apply_merge_patch(doc: &Value, patch: &[u8]) -> Result<Value, ApiError> {
+    let patch: Value = serde_json::from_slice(patch).map_err(|_| ApiError::bad_request("Invalid JSON Patch"))?;
+    if !patch.is_object() {
+        return Err(ApiError::bad_request("Invalid JSON Patch"));
+    }
+    let mut out = doc.clone();
+    json_patch::merge(&mut out, &patch);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod() -> Value {
+        json!({"metadata": {"name": "a", "labels": {"app": "web", "tier": "fe"}}, "spec": {"replicas": 1}})
+    }
+
+    #[test]
+    fn merge_patch_null_deletes() {
+        let out =
+            apply_merge_patch(&pod(), br#"{"metadata":{"labels":{"tier":null,"new":"x"}},"spec":{"replicas":3}}"#)
+                .unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(out["metadata"]["labels"], json!({"app": "web", "new": "x"}));
+        assert_eq!(out["spec"]["replicas"], 3);
+        assert_eq!(out["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn merge_patch_rejects_non_objects() {
+        for body in [&b"[1]"[..], b"null", b"3", b"{not json"] {
+            let e = apply_merge_patch(&pod(), body).err().map(|e| (e.code, e.message));
+            assert_eq!(e, Some((400, "Invalid JSON Patch".to_string())), "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn json_patch_applies() {
+        let out = apply_json_patch(
+            &pod(),
+            br#"[{"op":"test","path":"/metadata/labels/app","value":"web"},
+                 {"op":"replace","path":"/spec/replicas","value":5},
+                 {"op":"add","path":"/metadata/labels/x","value":"y"},
+                 {"op":"remove","path":"/metadata/labels/tier"}]"#,
+        )
+        .unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(out["spec"]["replicas"], 5);
+        assert_eq!(out["metadata"]["labels"], json!({"app": "web", "x": "y"}));
+    }
+
+    #[test]
+    fn json_patch_test_failure_is_422_and_atomic() {
+        let doc = pod();
+        let e = apply_json_patch(
+            &doc,
+            br#"[{"op":"replace","path":"/spec/replicas","value":5},{"op":"test","path":"/metadata/labels/app","value":"db"}]"#,
+        )
+        .err();
+        let e = e.unwrap_or_else(|| panic!("test op should fail"));
+        assert_eq!(e.code, 422);
+        assert_eq!(e.reason, StatusReason::Invalid);
+        assert_eq!(e.message, "the server rejected our request due to an error in our request");
+        assert_eq!(e.to_status()["details"], json!({}));
+        assert_eq!(doc, pod());
+    }
+
+    #[test]
+    fn json_patch_errors() {
+        let code = |b: &[u8]| apply_json_patch(&pod(), b).err().map(|e| e.code);
+        assert_eq!(code(b"{bad"), Some(400));
+        assert_eq!(code(br#"{"op":"add"}"#), Some(400));
+        assert_eq!(code(br#"["x"]"#), Some(400));
+        assert_eq!(code(br#"[{"op":"frobnicate","path":"/a"}]"#), Some(422));
+        assert_eq!(code(br#"[{"op":"remove","path":"/nope"}]"#), Some(422));
+        assert_eq!(code(br#"[{"op":"add","path":"/missing/parent","value":1}]"#), Some(422));
+        let many = format!(
+            "[{}]",
+            vec![r#"{"op":"test","path":"/spec","value":{}}"#; MAX_JSON_PATCH_OPERATIONS + 1].join(",")
+        );
+        assert_eq!(code(many.as_bytes()), Some(413));
+        assert_eq!(apply_json_patch(&pod(), b"[]").ok(), Some(pod()));
+    }
+}
