@@ -1,0 +1,133 @@
+//! The authorization seam: kube's `authorizer.Attributes`, `Decision` and the trivial
+//! authorizers used until RBAC lands.
+
+use crate::user::UserInfo;
+
+/// What is being asked, as kube's `authorizer.Attributes` (built from `RequestInfo` and the
+/// authenticated user).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attributes {
+    /// Who asks.
+    pub user: UserInfo,
+    /// The Kubernetes verb (get, list, watch, create, ...) or, for non-resource requests, the
+    /// lower-cased HTTP method.
+    pub verb: String,
+    /// Namespace of the object; empty for cluster-scoped or all-namespace requests.
+    pub namespace: String,
+    /// API group; empty for the core group.
+    pub api_group: String,
+    /// API version.
+    pub api_version: String,
+    /// Resource (plural, lower case).
+    pub resource: String,
+    /// Subresource (status, scale, log, ...), empty when none.
+    pub subresource: String,
+    /// Object name, empty for list/create/collection requests.
+    pub name: String,
+    /// False for non-resource paths such as /healthz or /version.
+    pub resource_request: bool,
+    /// The URL path, which non-resource rules match against.
+    pub path: String,
+}
+
+/// An authorizer's answer. `NoOpinion` lets the next authorizer of a union decide; a union that
+/// ends without an opinion forbids.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The request may proceed.
+    Allow,
+    /// The request is forbidden; the reason is appended to the 403 message.
+    Deny(String),
+    /// This authorizer does not decide.
+    NoOpinion,
+}
+
+/// One way of authorizing requests; synchronous because decisions are made from in-memory
+/// state (RBAC caches, informers).
+pub trait Authorizer: Send + Sync {
+    /// Decides whether `attrs.user` may do what `attrs` describes.
+    fn authorize(&self, attrs: &Attributes) -> Decision;
+}
+
+/// Allows everything: kube's `--authorization-mode=AlwaysAllow`, what kapi runs with until
+/// RBAC lands (authentication still applies).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AlwaysAllow;
+
+impl Authorizer for AlwaysAllow {
+    fn authorize(&self, _attrs: &Attributes) -> Decision {
+        Decision::Allow
+    }
+}
+
+/// Forbids everything, with kube's reason text; useful in tests of the 403 path.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AlwaysDeny;
+
+impl Authorizer for AlwaysDeny {
+    fn authorize(&self, _attrs: &Attributes) -> Decision {
+        Decision::Deny("Everything is forbidden.".to_owned())
+    }
+}
+
+/// kube's union authorizer: authorizers are asked in order and the first `Allow` or `Deny`
+/// wins; when all have no opinion the union has none either.
+pub struct UnionAuthorizer {
+    authorizers: Vec<Box<dyn Authorizer>>,
+}
+
+impl UnionAuthorizer {
+    /// Builds the union, asked in the given order.
+    pub fn new(authorizers: Vec<Box<dyn Authorizer>>) -> Self {
+        UnionAuthorizer { authorizers }
+    }
+}
+
+impl std::fmt::Debug for UnionAuthorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnionAuthorizer").field("authorizers", &self.authorizers.len()).finish()
+    }
+}
+
+impl Authorizer for UnionAuthorizer {
+    fn authorize(&self, attrs: &Attributes) -> Decision {
+        self.authorizers
+            .iter()
+            .map(|a| a.authorize(attrs))
+            .find(|d| *d != Decision::NoOpinion)
+            .unwrap_or(Decision::NoOpinion)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(Decision);
+    impl Authorizer for Fixed {
+        fn authorize(&self, _attrs: &Attributes) -> Decision {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn trivial_authorizers() {
+        let attrs = Attributes { verb: "get".into(), resource: "pods".into(), resource_request: true, ..Default::default() };
+        assert_eq!(AlwaysAllow.authorize(&attrs), Decision::Allow);
+        assert_eq!(AlwaysDeny.authorize(&attrs), Decision::Deny("Everything is forbidden.".into()));
+    }
+
+    #[test]
+    fn union_takes_first_opinion() {
+        let attrs = Attributes::default();
+        let union = UnionAuthorizer::new(vec![
+            Box::new(Fixed(Decision::NoOpinion)),
+            Box::new(Fixed(Decision::Deny("no".into()))),
+            Box::new(Fixed(Decision::Allow)),
+        ]);
+        assert_eq!(union.authorize(&attrs), Decision::Deny("no".into()));
+        let union = UnionAuthorizer::new(vec![Box::new(Fixed(Decision::NoOpinion))]);
+        assert_eq!(union.authorize(&attrs), Decision::NoOpinion);
+        assert_eq!(UnionAuthorizer::new(vec![]).authorize(&attrs), Decision::NoOpinion);
+    }
+}
