@@ -1,0 +1,678 @@
+//! Patch metadata of list fields. k8s-openapi's schemars impls carry no
+//! `x-kubernetes-patch-*`/`x-kubernetes-list-*` extensions, but its `DeepMerge` impls encode
+//! kube's list semantics (merge keys, sets); the table below was extracted from those impls
+//! (k8s-openapi 0.29, v1_36) by a one-off script. kubectl reads `x-kubernetes-patch-merge-key`
+//! and `x-kubernetes-patch-strategy` to build strategic merge patches; without them it replaces
+//! whole lists, so removing a container from a manifest would not remove it.
+
+use serde_json::{Map, Value};
+
+/// (definition, field, list type, merge keys).
+pub(crate) static LIST_FIELDS: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec",
+        "matchConditions",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.MutatingWebhook",
+        "matchConditions",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration",
+        "webhooks",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec",
+        "validationActions",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+        "matchConditions",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+        "variables",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingWebhook",
+        "matchConditions",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration",
+        "webhooks",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1alpha1.MutatingAdmissionPolicySpec",
+        "matchConditions",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec",
+        "matchConditions",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.apiserverinternal.v1alpha1.ServerStorageVersion",
+        "decodableVersions",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.apiserverinternal.v1alpha1.ServerStorageVersion",
+        "servedVersions",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.apiserverinternal.v1alpha1.StorageVersionStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.apiserverinternal.v1alpha1.StorageVersionStatus",
+        "storageVersions",
+        "map",
+        &["apiServerID"],
+    ),
+    (
+        "io.k8s.api.apps.v1.DaemonSetStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.apps.v1.DeploymentStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.apps.v1.ReplicaSetStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.apps.v1.StatefulSetSpec",
+        "volumeClaimTemplates",
+        "map",
+        &[],
+    ),
+    (
+        "io.k8s.api.apps.v1.StatefulSetStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.batch.v1.JobStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement",
+        "values",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.batch.v1.UncountedTerminatedPods",
+        "failed",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.batch.v1.UncountedTerminatedPods",
+        "succeeded",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.certificates.v1.CertificateSigningRequestStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.certificates.v1beta1.PodCertificateRequestStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.core.v1.ComponentStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    ("io.k8s.api.core.v1.Container", "env", "map", &["name"]),
+    (
+        "io.k8s.api.core.v1.Container",
+        "ports",
+        "map",
+        &["containerPort"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "volumeDevices",
+        "map",
+        &["devicePath"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "volumeMounts",
+        "map",
+        &["mountPath"],
+    ),
+    (
+        "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes",
+        "values",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.core.v1.ContainerStatus",
+        "allocatedResourcesStatus",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.ContainerStatus",
+        "volumeMounts",
+        "map",
+        &["mountPath"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "env",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "ports",
+        "map",
+        &["containerPort"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "volumeDevices",
+        "map",
+        &["devicePath"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "volumeMounts",
+        "map",
+        &["mountPath"],
+    ),
+    (
+        "io.k8s.api.core.v1.NamespaceStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.core.v1.NodeAllocatableResourceClaimStatus",
+        "containers",
+        "set",
+        &[],
+    ),
+    ("io.k8s.api.core.v1.NodeSpec", "podCIDRs", "set", &[]),
+    (
+        "io.k8s.api.core.v1.NodeStatus",
+        "addresses",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.core.v1.NodeStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaimStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    ("io.k8s.api.core.v1.PodSpec", "containers", "map", &["name"]),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "ephemeralContainers",
+        "map",
+        &["name"],
+    ),
+    ("io.k8s.api.core.v1.PodSpec", "hostAliases", "map", &["ip"]),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "imagePullSecrets",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "initContainers",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "resourceClaims",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "schedulingGates",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "topologySpreadConstraints",
+        "map",
+        &["topologyKey"],
+    ),
+    ("io.k8s.api.core.v1.PodSpec", "volumes", "map", &["name"]),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    ("io.k8s.api.core.v1.PodStatus", "hostIPs", "map", &["ip"]),
+    ("io.k8s.api.core.v1.PodStatus", "podIPs", "map", &["ip"]),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "resourceClaimStatuses",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.ReplicationControllerStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.core.v1.ResourceRequirements",
+        "claims",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.ResourceStatus",
+        "resources",
+        "map",
+        &["resourceID"],
+    ),
+    (
+        "io.k8s.api.core.v1.ServiceAccount",
+        "secrets",
+        "map",
+        &["name"],
+    ),
+    ("io.k8s.api.core.v1.ServiceSpec", "ports", "map", &["port"]),
+    (
+        "io.k8s.api.core.v1.ServiceStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    ("io.k8s.api.discovery.v1.Endpoint", "addresses", "set", &[]),
+    (
+        "io.k8s.api.flowcontrol.v1.FlowSchemaStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.flowcontrol.v1.NonResourcePolicyRule",
+        "nonResourceURLs",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.flowcontrol.v1.NonResourcePolicyRule",
+        "verbs",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.flowcontrol.v1.ResourcePolicyRule",
+        "apiGroups",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.flowcontrol.v1.ResourcePolicyRule",
+        "namespaces",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.flowcontrol.v1.ResourcePolicyRule",
+        "resources",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.flowcontrol.v1.ResourcePolicyRule",
+        "verbs",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.networking.v1.ServiceCIDRStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.networking.v1beta1.ServiceCIDRStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.resource.v1.AllocatedDeviceStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.resource.v1.ResourceClaimStatus",
+        "devices",
+        "map",
+        &["driver", "device", "pool", "shareID"],
+    ),
+    (
+        "io.k8s.api.resource.v1.ResourceClaimStatus",
+        "reservedFor",
+        "map",
+        &["uid"],
+    ),
+    (
+        "io.k8s.api.resource.v1alpha3.DeviceTaintRuleStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.resource.v1alpha3.ResourcePoolStatusRequestStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.resource.v1beta1.AllocatedDeviceStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.resource.v1beta1.ResourceClaimStatus",
+        "devices",
+        "map",
+        &["driver", "device", "pool", "shareID"],
+    ),
+    (
+        "io.k8s.api.resource.v1beta1.ResourceClaimStatus",
+        "reservedFor",
+        "map",
+        &["uid"],
+    ),
+    (
+        "io.k8s.api.resource.v1beta2.AllocatedDeviceStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.resource.v1beta2.DeviceTaintRuleStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.resource.v1beta2.ResourceClaimStatus",
+        "devices",
+        "map",
+        &["driver", "device", "pool", "shareID"],
+    ),
+    (
+        "io.k8s.api.resource.v1beta2.ResourceClaimStatus",
+        "reservedFor",
+        "map",
+        &["uid"],
+    ),
+    (
+        "io.k8s.api.scheduling.v1alpha2.PodGroupSpec",
+        "resourceClaims",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.scheduling.v1alpha2.PodGroupStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.scheduling.v1alpha2.PodGroupStatus",
+        "resourceClaimStatuses",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.scheduling.v1alpha2.PodGroupTemplate",
+        "resourceClaims",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.scheduling.v1alpha2.WorkloadSpec",
+        "podGroupTemplates",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.storage.v1.CSIDriverSpec",
+        "volumeLifecycleModes",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.api.storage.v1.CSINodeSpec",
+        "drivers",
+        "map",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.storagemigration.v1beta1.StorageVersionMigrationStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+    (
+        "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+        "x-kubernetes-validations",
+        "map",
+        &["rule"],
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "ownerReferences",
+        "map",
+        &["uid"],
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "finalizers",
+        "set",
+        &[],
+    ),
+    (
+        "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIServiceStatus",
+        "conditions",
+        "map",
+        &["type"],
+    ),
+];
+
+/// Fields whose kube patch strategy is not plain `merge`.
+const STRATEGY_OVERRIDES: &[(&str, &str, &str)] = &[
+    ("io.k8s.api.core.v1.PodSpec", "volumes", "merge,retainKeys"),
+    (
+        "io.k8s.api.apps.v1.DeploymentSpec",
+        "strategy",
+        "retainKeys",
+    ),
+];
+
+/// Sets that kube also merges in strategic merge patches.
+const MERGED_SETS: &[(&str, &str)] = &[
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "finalizers",
+    ),
+    ("io.k8s.api.core.v1.NodeSpec", "podCIDRs"),
+];
+
+/// Adds the list and patch extensions to the field schemas in `defs`.
+pub(crate) fn apply(defs: &mut Map<String, Value>) {
+    for (def, name, list_type, keys) in LIST_FIELDS {
+        let Some(schema) = property_mut(defs, def, name) else {
+            continue;
+        };
+        match (*list_type, keys) {
+            ("map", [key]) => {
+                schema.insert(
+                    "x-kubernetes-patch-merge-key".into(),
+                    Value::String((*key).into()),
+                );
+                schema.insert(
+                    "x-kubernetes-patch-strategy".into(),
+                    Value::String("merge".into()),
+                );
+            }
+            ("map", keys) => {
+                schema.insert("x-kubernetes-list-type".into(), Value::String("map".into()));
+                schema.insert(
+                    "x-kubernetes-list-map-keys".into(),
+                    Value::Array(keys.iter().map(|k| Value::String((*k).into())).collect()),
+                );
+            }
+            (other, _) => {
+                schema.insert("x-kubernetes-list-type".into(), Value::String(other.into()));
+                if MERGED_SETS.contains(&(*def, *name)) {
+                    schema.insert(
+                        "x-kubernetes-patch-strategy".into(),
+                        Value::String("merge".into()),
+                    );
+                }
+            }
+        }
+    }
+    for (def, name, strategy) in STRATEGY_OVERRIDES {
+        if let Some(schema) = property_mut(defs, def, name) {
+            schema.insert(
+                "x-kubernetes-patch-strategy".into(),
+                Value::String((*strategy).into()),
+            );
+        }
+    }
+}
+
+fn property_mut<'a>(
+    defs: &'a mut Map<String, Value>,
+    def: &str,
+    name: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    defs.get_mut(def)?
+        .get_mut("properties")?
+        .get_mut(name)?
+        .as_object_mut()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::definitions::definitions;
+
+    #[test]
+    fn containers_merge_by_name() {
+        let defs = &definitions().defs;
+        let containers = &defs["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(
+            defs["io.k8s.api.core.v1.PodSpec"]["properties"]["volumes"]
+                ["x-kubernetes-patch-strategy"],
+            "merge,retainKeys"
+        );
+        assert_eq!(
+            defs["io.k8s.api.core.v1.Container"]["properties"]["ports"]
+                ["x-kubernetes-patch-merge-key"],
+            "containerPort"
+        );
+        let finalizers =
+            &defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["finalizers"];
+        assert_eq!(finalizers["x-kubernetes-list-type"], "set");
+        assert_eq!(finalizers["x-kubernetes-patch-strategy"], "merge");
+        assert!(defs["io.k8s.api.core.v1.Container"]["properties"]["args"]
+            .get("x-kubernetes-patch-strategy")
+            .is_none());
+    }
+}
