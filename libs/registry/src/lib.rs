@@ -1,0 +1,18 @@
+//! The resource registry: what kapi serves and how each resource behaves.
+//!
+//! - [`catalog`]: every served resource with its discovery data (kind, verbs, scope, short
+//!   names, categories, subresources), the single source for routing and discovery.
+//! - [`fields`]: the field-selector attributes each kind supports.
+//! - [`defaults`], [`validation`]: what kube-apiserver defaults and rejects, per kind.
+//! - [`table`]: server-side printing (`as=Table`) columns per kind.
+//! - [`strategy`] and [`rest`]: one generic REST store that applies a per-resource strategy
+//!   around storage calls in kube-apiserver's order.
+#![warn(missing_docs)]
+
+pub mod catalog;
+pub mod defaults;
+pub mod fields;
+pub mod rest;
+pub mod strategy;
+pub mod table;
+pub mod validation;

@@ -1,0 +1,808 @@
+//! The generic REST store: one implementation of get, list, watch, create, update, patch,
+//! delete and deletecollection for every stored resource.
+//!
+//! It mirrors kube-apiserver's `generic/registry.Store`: the call order of strategy hooks is
+//! fixed here (system fields, prepare, default, validate, store) so that a resource only
+//! supplies a [`Strategy`]. Objects are JSON values; storage keeps them without
+//! `metadata.resourceVersion`, which is always the store revision of the last write and is
+//! filled in on the way out.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kapi_apimachinery::fields::FieldSelector;
+use kapi_apimachinery::labels::LabelSelector;
+use kapi_apimachinery::resource_version::ResourceVersionMatch;
+use kapi_apimachinery::{continue_token, time as ktime, ApiError, GroupResource, Result};
+use kapi_storage::{DynStore, KeyValue, ListOptions, Revision, StorageError};
+use kapi_watch::{CacheSet, Filter, WatchError, WatchStart, Watcher};
+use rand::Rng;
+use serde_json::{json, Map, Value};
+
+use crate::catalog::{self, ResourceSpec};
+use crate::strategy::{Strategy, WriteTarget};
+
+/// How long a read waits for the watch cache to reach a revision before giving up.
+const CACHE_WAIT: Duration = Duration::from_secs(3);
+/// How often a patch or unconditional update retries after losing a race to another writer.
+const MAX_UPDATE_RETRIES: usize = 8;
+/// kube's `utilrand` alphabet for generateName suffixes (no vowels, no confusable digits).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The storage key of an object.
+pub fn object_key(spec: &ResourceSpec, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) if spec.namespaced => format!("{}{ns}/{name}", spec.key_prefix()),
+        _ => format!("{}{name}", spec.key_prefix()),
+    }
+}
+
+/// The key prefix of a list: the whole resource, or one namespace of it.
+pub fn list_prefix(spec: &ResourceSpec, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) if spec.namespaced => format!("{}{ns}/", spec.key_prefix()),
+        _ => spec.key_prefix(),
+    }
+}
+
+fn group_resource(spec: &ResourceSpec) -> GroupResource {
+    GroupResource::new(spec.group, spec.resource)
+}
+
+/// Maps storage failures to the Status errors kube-apiserver answers with.
+pub fn storage_error(spec: &ResourceSpec, name: &str, err: StorageError) -> ApiError {
+    let gr = group_resource(spec);
+    match err {
+        StorageError::AlreadyExists(_) => ApiError::already_exists(&gr, name),
+        StorageError::NotFound(_) => ApiError::not_found(&gr, name),
+        StorageError::Conflict { .. } => ApiError::stale_update(&gr, name),
+        StorageError::Compacted { requested, compacted } => {
+            ApiError::resource_expired(format!("too old resource version: {requested} ({compacted})"))
+        }
+        StorageError::FutureRevision { requested, current } => ApiError::timeout(format!(
+            "Too large resource version: {requested}, current: {current}"
+        )),
+        StorageError::Backend(e) => ApiError::internal(e),
+    }
+}
+
+fn watch_error(err: WatchError) -> ApiError {
+    match err {
+        WatchError::TooOld { requested, oldest } => {
+            ApiError::resource_expired(format!("too old resource version: {requested} ({oldest})"))
+        }
+        WatchError::Timeout => ApiError::timeout("Too large resource version: timed out waiting for the cache"),
+        other => ApiError::internal(other),
+    }
+}
+
+/// Reads a stored value into the object clients see.
+pub fn decode_stored(kv: &KeyValue) -> Result<Value> {
+    let mut obj: Value = serde_json::from_slice(&kv.value)
+        .map_err(|e| ApiError::internal(format!("stored object {} is not JSON: {e}", kv.key)))?;
+    set_resource_version(&mut obj, kv.mod_revision);
+    Ok(obj)
+}
+
+fn set_resource_version(obj: &mut Value, rev: Revision) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
+    }
+}
+
+fn encode_for_storage(obj: &Value) -> Result<Bytes> {
+    let mut obj = obj.clone();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        meta.remove("selfLink");
+    }
+    serde_json::to_vec(&obj).map(Bytes::from).map_err(ApiError::internal)
+}
+
+fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"].as_object_mut().expect("metadata was just made an object")
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// The part of an object whose change bumps `metadata.generation`: everything but metadata and status.
+fn spec_part(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(map) = o.as_object_mut() {
+        map.remove("metadata");
+        map.remove("status");
+    }
+    o
+}
+
+/// Query parameters of a list or watch, already parsed.
+#[derive(Debug, Clone, Default)]
+pub struct ListParams {
+    /// `labelSelector`.
+    pub labels: Option<LabelSelector>,
+    /// `fieldSelector`.
+    pub fields: Option<FieldSelector>,
+    /// `limit` (0 or absent: no limit).
+    pub limit: Option<usize>,
+    /// `continue`.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`, parsed: `None` unset, `Some(0)` any.
+    pub resource_version: Option<Revision>,
+    /// `resourceVersionMatch`.
+    pub resource_version_match: Option<ResourceVersionMatch>,
+    /// `sendInitialEvents` (watch only).
+    pub send_initial_events: bool,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    /// Matching objects, in key order.
+    pub items: Vec<Arc<Value>>,
+    /// The revision the page is consistent at.
+    pub resource_version: Revision,
+    /// Token for the next page.
+    pub continue_token: Option<String>,
+    /// Items after this page (before filtering), when known.
+    pub remaining: Option<u64>,
+}
+
+/// `DeleteOptions` that change what delete does.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy`: Orphan, Background or Foreground.
+    pub propagation_policy: Option<String>,
+    /// `preconditions.uid`.
+    pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub precondition_resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+pub struct DeleteOutcome {
+    /// The object as deleted, or as marked for deletion.
+    pub object: Value,
+    /// True when the object is gone; false when finalizers or a grace period keep it.
+    pub deleted: bool,
+}
+
+/// The generic store over one [`kapi_storage::Store`] and its watch caches.
+#[derive(Clone)]
+pub struct RestStore {
+    store: DynStore,
+    caches: Arc<CacheSet>,
+}
+
+impl RestStore {
+    /// Wraps a store and the watch caches that follow it.
+    pub fn new(store: DynStore, caches: Arc<CacheSet>) -> Self {
+        Self { store, caches }
+    }
+
+    /// The underlying store (health checks, bootstrap).
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    /// The watch caches.
+    pub fn caches(&self) -> &Arc<CacheSet> {
+        &self.caches
+    }
+
+    async fn read(&self, spec: &ResourceSpec, key: &str, name: &str) -> Result<Option<KeyValue>> {
+        self.store.get(key).await.map_err(|e| storage_error(spec, name, e))
+    }
+
+    /// GET of one object: a consistent read from the store.
+    pub async fn get(&self, strategy: &dyn Strategy, namespace: Option<&str>, name: &str) -> Result<Value> {
+        let spec = strategy.spec();
+        let key = object_key(spec, namespace, name);
+        match self.read(spec, &key, name).await? {
+            Some(kv) => decode_stored(&kv),
+            None => Err(ApiError::not_found(&group_resource(spec), name)),
+        }
+    }
+
+    fn predicate<'a>(strategy: &'a dyn Strategy, params: &'a ListParams) -> impl Fn(&Value) -> bool + 'a {
+        move |obj: &Value| {
+            if let Some(sel) = &params.labels {
+                let labels = meta(obj).and_then(|m| m.get("labels")).and_then(Value::as_object);
+                if !sel.matches(labels) {
+                    return false;
+                }
+            }
+            if let Some(sel) = &params.fields {
+                if !sel.is_empty() && !sel.matches(&strategy.field_set(obj)) {
+                    return false;
+                }
+            }
+            true
+        }
+    }
+
+    /// LIST with kube-apiserver's resourceVersion semantics: consistent lists and `rv=0` from the
+    /// watch cache, paginated and exact-revision lists from a store snapshot.
+    pub async fn list(&self, strategy: &dyn Strategy, namespace: Option<&str>, params: &ListParams) -> Result<ListPage> {
+        let spec = strategy.spec();
+        let prefix = list_prefix(spec, namespace);
+        let limit = params.limit.filter(|l| *l > 0);
+        let from_cache = params.continue_token.is_none()
+            && params.resource_version_match != Some(ResourceVersionMatch::Exact)
+            && (params.resource_version == Some(0) || limit.is_none());
+        if from_cache {
+            let cache = self
+                .caches
+                .cache(&spec.key_prefix())
+                .ok_or_else(|| ApiError::internal(format!("no watch cache for {}", spec.resource)))?;
+            let wait_for = match params.resource_version {
+                None => self.store.current_revision().await.map_err(|e| storage_error(spec, "", e))?,
+                Some(rv) => rv,
+            };
+            self.caches.wait_for(wait_for, CACHE_WAIT).await.map_err(watch_error)?;
+            let (objects, rev) = cache.list(&prefix);
+            let pred = Self::predicate(strategy, params);
+            let items = objects.into_iter().map(|o| o.object).filter(|o| pred(o)).collect();
+            return Ok(ListPage { items, resource_version: rev, continue_token: None, remaining: None });
+        }
+
+        let (revision, mut start_after) = match &params.continue_token {
+            Some(token) => {
+                let t = continue_token::decode(token)?;
+                (Some(t.revision), Some(format!("{}{}", spec.key_prefix(), t.start_after_key)))
+            }
+            None => (params.resource_version.filter(|rv| *rv > 0), None),
+        };
+        let want = limit.unwrap_or(usize::MAX);
+        let pred = Self::predicate(strategy, params);
+        let mut items = Vec::new();
+        let mut snapshot = revision;
+        loop {
+            let page_size = (want - items.len()).clamp(1, 1000);
+            let page = self
+                .store
+                .list(&prefix, ListOptions { start_after: start_after.clone(), limit: Some(page_size), revision: snapshot })
+                .await
+                .map_err(|e| match e {
+                    StorageError::Compacted { .. } if params.continue_token.is_some() => ApiError::continue_expired(),
+                    e => storage_error(spec, "", e),
+                })?;
+            snapshot = Some(page.revision);
+            for kv in &page.items {
+                let obj = decode_stored(kv)?;
+                if pred(&obj) {
+                    items.push(Arc::new(obj));
+                }
+                start_after = Some(kv.key.clone());
+                if items.len() >= want {
+                    break;
+                }
+            }
+            let last_consumed = page.items.last().map(|kv| kv.key.clone());
+            let exhausted = !page.more && start_after == last_consumed;
+            if exhausted || page.items.is_empty() {
+                return Ok(ListPage { items, resource_version: page.revision, continue_token: None, remaining: None });
+            }
+            if items.len() >= want {
+                let last = start_after.unwrap_or_default();
+                let relative = last.strip_prefix(&spec.key_prefix()).unwrap_or(&last).to_owned();
+                let remaining = self.remaining_after(&prefix, &last, page.revision).await;
+                return Ok(ListPage {
+                    items,
+                    resource_version: page.revision,
+                    continue_token: Some(continue_token::encode(page.revision, &relative)),
+                    remaining,
+                });
+            }
+        }
+    }
+
+    async fn remaining_after(&self, prefix: &str, last: &str, rev: Revision) -> Option<u64> {
+        // Counting costs one more snapshot scan of keys; kube reports it only when cheap.
+        let rest = self
+            .store
+            .list(prefix, ListOptions { start_after: Some(last.to_owned()), limit: Some(1), revision: Some(rev) })
+            .await
+            .ok()?;
+        if rest.items.is_empty() {
+            return Some(0);
+        }
+        rest.remaining.map(|r| r + rest.items.len() as u64)
+    }
+
+    /// WATCH from the watch cache. `rv` unset or 0 starts with synthetic ADDED events of the
+    /// current state, as kube-apiserver does; a revision resumes after it.
+    pub async fn watch(&self, strategy: &dyn Strategy, namespace: Option<&str>, params: &ListParams) -> Result<Watcher> {
+        let spec = strategy.spec();
+        let cache = self
+            .caches
+            .cache(&spec.key_prefix())
+            .ok_or_else(|| ApiError::internal(format!("no watch cache for {}", spec.resource)))?;
+        let start = match params.resource_version {
+            None | Some(0) => WatchStart::InitialState,
+            Some(rv) if params.send_initial_events => {
+                self.caches.wait_for(rv, CACHE_WAIT).await.map_err(watch_error)?;
+                WatchStart::InitialState
+            }
+            Some(rv) => {
+                self.caches.wait_for(rv, CACHE_WAIT).await.map_err(watch_error)?;
+                WatchStart::After(rv)
+            }
+        };
+        let start = if params.resource_version.is_none() && params.send_initial_events {
+            let current = self.store.current_revision().await.map_err(|e| storage_error(spec, "", e))?;
+            self.caches.wait_for(current, CACHE_WAIT).await.map_err(watch_error)?;
+            WatchStart::InitialState
+        } else {
+            start
+        };
+        let strategy_spec = spec;
+        let labels = params.labels.clone();
+        let fields = params.fields.clone();
+        let filter: Filter = Arc::new(move |obj: &Value| {
+            if let Some(sel) = &labels {
+                let l = meta(obj).and_then(|m| m.get("labels")).and_then(Value::as_object);
+                if !sel.matches(l) {
+                    return false;
+                }
+            }
+            if let Some(sel) = &fields {
+                if !sel.is_empty() && !sel.matches(&crate::fields::field_set(strategy_spec, obj)) {
+                    return false;
+                }
+            }
+            true
+        });
+        cache.watch(&list_prefix(spec, namespace), start, filter).map_err(watch_error)
+    }
+
+    /// Checks that a namespaced write targets an existing, non-terminating namespace
+    /// (kube's NamespaceLifecycle admission).
+    async fn check_namespace(&self, spec: &ResourceSpec, namespace: &str, creating: bool) -> Result<()> {
+        let ns_spec = catalog::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("namespaces missing from catalog"))?;
+        let key = object_key(ns_spec, None, namespace);
+        let ns = match self.caches.cache(&ns_spec.key_prefix()).and_then(|c| c.get(&key)) {
+            Some(cached) => Some((*cached.object).clone()),
+            // The cache may lag a namespace created an instant ago: ask the store.
+            None => self.read(ns_spec, &key, namespace).await?.map(|kv| decode_stored(&kv)).transpose()?,
+        };
+        let Some(ns) = ns else {
+            return Err(ApiError::not_found(&GroupResource::new("", "namespaces"), namespace));
+        };
+        if creating && meta_str(&ns, "deletionTimestamp").is_some() {
+            return Err(ApiError::forbidden(format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                group_resource(spec),
+                "",
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_type_and_namespace(spec: &ResourceSpec, obj: &mut Value, namespace: Option<&str>) -> Result<()> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request("the body of the request must be a JSON or YAML object"));
+        }
+        let api_version = spec.api_version();
+        match obj.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => obj["apiVersion"] = Value::String(api_version.clone()),
+            Some(v) if v == api_version => {}
+            Some(v) => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({api_version})"
+                )))
+            }
+        }
+        match obj.get("kind").and_then(Value::as_str) {
+            None | Some("") => obj["kind"] = Value::String(spec.kind.to_owned()),
+            Some(k) if k == spec.kind => {}
+            Some(k) => {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    spec.kind
+                )))
+            }
+        }
+        let body_ns = meta_str(obj, "namespace").map(str::to_owned);
+        if spec.namespaced {
+            let ns = namespace.unwrap_or_default();
+            match body_ns {
+                None => {
+                    meta_mut(obj).insert("namespace".into(), Value::String(ns.to_owned()));
+                }
+                Some(b) if b == ns => {}
+                Some(_) => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ))
+                }
+            }
+        } else if body_ns.is_some() {
+            meta_mut(obj).remove("namespace");
+        }
+        Ok(())
+    }
+
+    /// CREATE: system fields, generateName, prepare, defaults, validation, then a conditional
+    /// create in storage.
+    pub async fn create(&self, strategy: &dyn Strategy, namespace: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Value> {
+        let spec = strategy.spec();
+        Self::check_type_and_namespace(spec, &mut obj, namespace)?;
+        if meta_str(&obj, "name").is_none() {
+            if let Some(prefix) = meta_str(&obj, "generateName").map(str::to_owned) {
+                let mut rng = rand::thread_rng();
+                let suffix: String =
+                    (0..5).map(|_| NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())] as char).collect();
+                let mut base = prefix;
+                // kube trims the prefix so that the generated name stays within 63 characters.
+                base.truncate(58);
+                meta_mut(&mut obj).insert("name".into(), Value::String(format!("{base}{suffix}")));
+            }
+        }
+        {
+            let m = meta_mut(&mut obj);
+            m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+            m.insert("creationTimestamp".into(), Value::String(ktime::now_rfc3339()));
+            m.remove("resourceVersion");
+            m.remove("deletionTimestamp");
+            m.remove("deletionGracePeriodSeconds");
+            m.remove("selfLink");
+            if spec.tracks_generation {
+                m.insert("generation".into(), Value::from(1));
+            } else {
+                m.remove("generation");
+            }
+        }
+        strategy.prepare_for_create(&mut obj);
+        strategy.apply_defaults(&mut obj);
+        let name = meta_str(&obj, "name").unwrap_or_default().to_owned();
+        let causes = strategy.validate(&obj);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(spec.group, spec.kind, &name, causes));
+        }
+        if spec.namespaced {
+            self.check_namespace(spec, namespace.unwrap_or_default(), true).await?;
+        }
+        if spec.group.is_empty() && spec.resource == "services" {
+            self.allocate_cluster_ip(&mut obj).await?;
+        }
+        if dry_run {
+            return Ok(obj);
+        }
+        let key = object_key(spec, namespace, &name);
+        let rev = self
+            .store
+            .create(&key, encode_for_storage(&obj)?)
+            .await
+            .map_err(|e| storage_error(spec, &name, e))?;
+        set_resource_version(&mut obj, rev);
+        Ok(obj)
+    }
+
+    /// Gives a ClusterIP Service an address from 10.96.0.0/12 that no other Service holds.
+    async fn allocate_cluster_ip(&self, obj: &mut Value) -> Result<()> {
+        let svc_type = obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP");
+        if svc_type == "ExternalName" {
+            return Ok(());
+        }
+        let requested = obj.pointer("/spec/clusterIP").and_then(Value::as_str).unwrap_or("");
+        if !requested.is_empty() {
+            if obj.pointer("/spec/clusterIPs").is_none() && requested != "None" {
+                obj["spec"]["clusterIPs"] = json!([requested]);
+            } else if requested == "None" {
+                obj["spec"]["clusterIPs"] = json!(["None"]);
+            }
+            return Ok(());
+        }
+        let used: std::collections::HashSet<String> = match catalog::find("", "v1", "services")
+            .and_then(|s| self.caches.cache(&s.key_prefix()))
+        {
+            Some(cache) => cache
+                .list(&catalog::find("", "v1", "services").map(|s| s.key_prefix()).unwrap_or_default())
+                .0
+                .iter()
+                .filter_map(|o| o.object.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_owned))
+                .collect(),
+            None => Default::default(),
+        };
+        let mut rng = rand::thread_rng();
+        for _ in 0..1000 {
+            // 10.96.0.0/12: 10.96.0.0 - 10.111.255.255; .0.1 is the kubernetes Service.
+            let n: u32 = rng.gen_range(2..(1 << 20) - 1);
+            let ip = format!("10.{}.{}.{}", 96 + (n >> 16), (n >> 8) & 0xff, n & 0xff);
+            if !used.contains(&ip) {
+                obj["spec"]["clusterIP"] = Value::String(ip.clone());
+                obj["spec"]["clusterIPs"] = json!([ip]);
+                return Ok(());
+            }
+        }
+        Err(ApiError::internal("failed to allocate a serviceIP: range is full"))
+    }
+
+    /// UPDATE (PUT) of the main resource or its status. A `resourceVersion` in the body must match
+    /// the stored one (409 otherwise); without one the update is unconditional.
+    pub async fn update(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        obj: Value,
+        target: WriteTarget,
+        dry_run: bool,
+    ) -> Result<Value> {
+        let spec = strategy.spec();
+        let mut body = obj;
+        Self::check_type_and_namespace(spec, &mut body, namespace)?;
+        match meta_str(&body, "name") {
+            Some(n) if n == name => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the name of the object does not match the name on the URL",
+                ))
+            }
+            None => return Err(ApiError::bad_request("name is required")),
+        }
+        self.update_with(strategy, namespace, name, target, dry_run, |_current| Ok(body.clone())).await
+    }
+
+    /// The read-modify-write loop shared by update and patch (kube's GuaranteedUpdate).
+    /// `mutate` turns the current object into the desired one; if the result names a
+    /// resourceVersion it must be the current one.
+    pub async fn update_with(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        target: WriteTarget,
+        dry_run: bool,
+        mut mutate: impl FnMut(&Value) -> Result<Value> + Send,
+    ) -> Result<Value> {
+        let spec = strategy.spec();
+        let gr = group_resource(spec);
+        let key = object_key(spec, namespace, name);
+        for _ in 0..MAX_UPDATE_RETRIES {
+            let Some(kv) = self.read(spec, &key, name).await? else {
+                return Err(ApiError::not_found(&gr, name));
+            };
+            let old = decode_stored(&kv)?;
+            let mut new = mutate(&old)?;
+            Self::check_type_and_namespace(spec, &mut new, namespace)?;
+            if meta_str(&new, "name") != Some(name) {
+                return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
+            }
+            let pinned = match meta_str(&new, "resourceVersion") {
+                None => false,
+                Some(rv) => {
+                    let rv = kapi_apimachinery::resource_version::parse(rv)?;
+                    if rv != Some(kv.mod_revision) {
+                        return Err(ApiError::stale_update(&gr, name));
+                    }
+                    true
+                }
+            };
+            strategy.prepare_for_update(&mut new, &old, target);
+            // System fields are the server's: keep them from the stored object.
+            {
+                let old_meta = meta(&old).cloned().unwrap_or_default();
+                let m = meta_mut(&mut new);
+                for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+                    match old_meta.get(field) {
+                        Some(v) => {
+                            m.insert(field.into(), v.clone());
+                        }
+                        None => {
+                            m.remove(field);
+                        }
+                    }
+                }
+                m.remove("selfLink");
+            }
+            if target == WriteTarget::Main {
+                strategy.apply_defaults(&mut new);
+            }
+            if spec.tracks_generation && spec_part(&new) != spec_part(&old) {
+                let g = meta(&old).and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0);
+                meta_mut(&mut new).insert("generation".into(), Value::from(g + 1));
+            }
+            let causes = strategy.validate_update(&new, &old);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(spec.group, spec.kind, name, causes));
+            }
+            set_resource_version(&mut new, kv.mod_revision);
+            if new == old {
+                // kube skips no-op writes: the object and its resourceVersion stay as they are.
+                return Ok(old);
+            }
+            // Removing the last finalizer of an object being deleted completes the deletion.
+            if meta_str(&new, "deletionTimestamp").is_some() && finalizers(&new).is_empty() {
+                if dry_run {
+                    return Ok(new);
+                }
+                return match self.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok((rev, _)) => {
+                        set_resource_version(&mut new, rev);
+                        Ok(new)
+                    }
+                    Err(StorageError::Conflict { .. }) if !pinned => continue,
+                    Err(e) => Err(storage_error(spec, name, e)),
+                };
+            }
+            if dry_run {
+                return Ok(new);
+            }
+            match self.store.update(&key, encode_for_storage(&new)?, kv.mod_revision).await {
+                Ok(rev) => {
+                    set_resource_version(&mut new, rev);
+                    return Ok(new);
+                }
+                Err(StorageError::Conflict { .. }) if !pinned => continue,
+                Err(e) => return Err(storage_error(spec, name, e)),
+            }
+        }
+        Err(ApiError::conflict(&gr, name, "the object has been modified too often; please try again"))
+    }
+
+    /// DELETE with preconditions, finalizers, pod grace periods and propagation policy.
+    pub async fn delete(&self, strategy: &dyn Strategy, namespace: Option<&str>, name: &str, opts: &DeleteOptions) -> Result<DeleteOutcome> {
+        let spec = strategy.spec();
+        let gr = group_resource(spec);
+        let key = object_key(spec, namespace, name);
+        for _ in 0..MAX_UPDATE_RETRIES {
+            let Some(kv) = self.read(spec, &key, name).await? else {
+                return Err(ApiError::not_found(&gr, name));
+            };
+            let mut obj = decode_stored(&kv)?;
+            let uid = meta_str(&obj, "uid").unwrap_or_default().to_owned();
+            if let Some(want) = &opts.precondition_uid {
+                if *want != uid {
+                    return Err(ApiError::conflict(
+                        &gr,
+                        name,
+                        &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+                    ));
+                }
+            }
+            if let Some(want) = &opts.precondition_resource_version {
+                if *want != kv.mod_revision.to_string() {
+                    return Err(ApiError::conflict(
+                        &gr,
+                        name,
+                        &format!(
+                            "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {}",
+                            kv.mod_revision
+                        ),
+                    ));
+                }
+            }
+            let mut fins = finalizers(&obj);
+            match opts.propagation_policy.as_deref() {
+                Some("Foreground") if !fins.iter().any(|f| f == "foregroundDeletion") => fins.push("foregroundDeletion".into()),
+                Some("Orphan") if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
+                _ => {}
+            }
+            let grace = self.grace_period(spec, &obj, opts);
+            let graceful = grace > 0;
+            if fins.is_empty() && !graceful {
+                if opts.dry_run {
+                    return Ok(DeleteOutcome { object: obj, deleted: true });
+                }
+                match self.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok((rev, _)) => {
+                        set_resource_version(&mut obj, rev);
+                        return Ok(DeleteOutcome { object: obj, deleted: true });
+                    }
+                    Err(StorageError::Conflict { .. }) => continue,
+                    Err(e) => return Err(storage_error(spec, name, e)),
+                }
+            }
+            // Graceful or finalized deletion: mark the object and keep it.
+            let already = meta_str(&obj, "deletionTimestamp").is_some();
+            {
+                let m = meta_mut(&mut obj);
+                if !already {
+                    let when = time::OffsetDateTime::now_utc() + time::Duration::seconds(grace.max(0));
+                    let ts = when
+                        .replace_nanosecond(0)
+                        .unwrap_or(when)
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .map_err(ApiError::internal)?;
+                    m.insert("deletionTimestamp".into(), Value::String(ts));
+                    m.insert("deletionGracePeriodSeconds".into(), Value::from(grace.max(0)));
+                }
+                if !fins.is_empty() {
+                    m.insert("finalizers".into(), json!(fins));
+                }
+            }
+            if spec.group.is_empty() && spec.resource == "namespaces" {
+                obj["status"]["phase"] = Value::String("Terminating".into());
+            }
+            if opts.dry_run {
+                return Ok(DeleteOutcome { object: obj, deleted: false });
+            }
+            match self.store.update(&key, encode_for_storage(&obj)?, kv.mod_revision).await {
+                Ok(rev) => {
+                    set_resource_version(&mut obj, rev);
+                    return Ok(DeleteOutcome { object: obj, deleted: false });
+                }
+                Err(StorageError::Conflict { .. }) => continue,
+                Err(e) => return Err(storage_error(spec, name, e)),
+            }
+        }
+        Err(ApiError::conflict(&gr, name, "the object has been modified too often; please try again"))
+    }
+
+    /// kube's grace rules: only Pods bound to a node wait (for their kubelet); everything else
+    /// is deleted at once unless finalizers hold it.
+    fn grace_period(&self, spec: &ResourceSpec, obj: &Value, opts: &DeleteOptions) -> i64 {
+        if !(spec.group.is_empty() && spec.resource == "pods") {
+            return 0;
+        }
+        let scheduled = obj.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let phase = obj.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+        if !scheduled || phase == "Succeeded" || phase == "Failed" {
+            return 0;
+        }
+        opts.grace_period_seconds
+            .or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .unwrap_or(30)
+    }
+
+    /// DELETECOLLECTION: deletes every object the selectors match, one by one with the same
+    /// options, and returns what was deleted.
+    pub async fn delete_collection(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        params: &ListParams,
+        opts: &DeleteOptions,
+    ) -> Result<(Vec<Value>, Revision)> {
+        let mut list_params = params.clone();
+        list_params.limit = None;
+        list_params.continue_token = None;
+        let page = self.list(strategy, namespace, &list_params).await?;
+        let mut deleted = Vec::with_capacity(page.items.len());
+        for obj in page.items {
+            let Some(name) = meta_str(&obj, "name") else { continue };
+            let ns = meta_str(&obj, "namespace");
+            match self.delete(strategy, ns.or(namespace), name, opts).await {
+                Ok(outcome) => deleted.push(outcome.object),
+                // Someone else deleted it first: that is what we wanted.
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((deleted, page.resource_version))
+    }
+
+    /// Current labels of an object, for callers that need them without decoding twice.
+    pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+        meta(obj)
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .map(|l| l.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned()))).collect())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,115 @@
+//! Per-resource behaviour, in kube-apiserver's `RESTCreateStrategy` / `RESTUpdateStrategy` shape.
+//!
+//! The generic store in [`crate::rest`] calls these hooks in one fixed order (see
+//! `pkg/registry/rest/create.go` and `update.go` upstream), so a resource only says *what* differs:
+//! its defaults, its validation, how status and spec are separated, and its field-selector
+//! attributes.
+
+use std::collections::BTreeMap;
+
+use kapi_apimachinery::validation::validate_object_meta;
+use kapi_apimachinery::Cause;
+use serde_json::Value;
+
+use crate::catalog::ResourceSpec;
+use crate::{defaults, fields, validation};
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteTarget {
+    /// The main resource: status changes in the body are ignored for kinds with a status
+    /// subresource.
+    Main,
+    /// The `status` subresource: only status changes are kept.
+    Status,
+}
+
+/// The hooks the generic store applies around storage calls.
+pub trait Strategy: Send + Sync {
+    /// Discovery and routing data of the resource.
+    fn spec(&self) -> &'static ResourceSpec;
+
+    /// Clears what a client may not set on create (status for kinds with a status subresource)
+    /// and fills create-time fields (Pod phase Pending, Namespace finalizers, ...).
+    fn prepare_for_create(&self, obj: &mut Value) {
+        let spec = self.spec();
+        if spec.has_subresource("status") {
+            if let Some(map) = obj.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        defaults::prepare_for_create(spec.group, spec.kind, obj);
+    }
+
+    /// Keeps what this write may not change, taking it from the stored object.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value, target: WriteTarget) {
+        let spec = self.spec();
+        match target {
+            WriteTarget::Main => {
+                if spec.has_subresource("status") {
+                    match old.get("status") {
+                        Some(status) => new["status"] = status.clone(),
+                        None => {
+                            if let Some(map) = new.as_object_mut() {
+                                map.remove("status");
+                            }
+                        }
+                    }
+                }
+            }
+            WriteTarget::Status => {
+                // kube's ResetObjectMetaForStatus plus `new.Spec = old.Spec`: a status write
+                // changes status only.
+                let status = new.get("status").cloned();
+                *new = old.clone();
+                match status {
+                    Some(s) => new["status"] = s,
+                    None => {
+                        if let Some(map) = new.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies kube-apiserver's defaults for the kind.
+    fn apply_defaults(&self, obj: &mut Value) {
+        let spec = self.spec();
+        defaults::apply_defaults(spec.group, spec.kind, obj);
+    }
+
+    /// Create validation: object metadata plus the kind's own rules.
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        let spec = self.spec();
+        let meta = obj.get("metadata").cloned().unwrap_or(Value::Null);
+        let mut causes = validate_object_meta(&meta, spec.namespaced, validation::name_rule(spec.group, spec.kind));
+        causes.extend(validation::validate(spec.group, spec.kind, obj));
+        causes
+    }
+
+    /// Update validation: everything create checks plus immutability rules.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        let spec = self.spec();
+        let mut causes = self.validate(new);
+        causes.extend(validation::validate_update(spec.group, spec.kind, new, old));
+        causes
+    }
+
+    /// The attributes field selectors match against.
+    fn field_set(&self, obj: &Value) -> BTreeMap<String, String> {
+        fields::field_set(self.spec(), obj)
+    }
+}
+
+/// The strategy of every built-in resource: the catalog entry plus the per-kind tables of
+/// [`defaults`], [`validation`] and [`fields`].
+#[derive(Debug, Clone, Copy)]
+pub struct CatalogStrategy(pub &'static ResourceSpec);
+
+impl Strategy for CatalogStrategy {
+    fn spec(&self) -> &'static ResourceSpec {
+        self.0
+    }
+}

@@ -1,0 +1,203 @@
+//! Server-side printing (`as=Table;v=v1;g=meta.k8s.io`): kube-apiserver's printers
+//! (`pkg/printers/internalversion/printers.go`) per kind, and kube's default table convertor
+//! (Name, Created At) for every other kind.
+//!
+//! The server always prints the wide columns; clients hide those with priority > 0 unless asked
+//! (`kubectl get -o wide`).
+
+mod kinds;
+mod pods;
+mod workloads;
+
+use std::time::Duration;
+
+use kapi_apimachinery::labels::LabelSelector;
+use kapi_apimachinery::time::{format_rfc3339, human_duration, parse_rfc3339};
+use serde_json::{json, Map, Value};
+use time::OffsetDateTime;
+
+/// metav1.TableColumnDefinition objects ({name, type, format, description, priority}) for the kind.
+pub fn columns(group: &str, kind: &str) -> Vec<Value> {
+    let defs: Vec<ColumnDef> = match (group, kind) {
+        ("", "Pod") => pods::COLUMNS.to_vec(),
+        ("", "Service") => kinds::SERVICE.to_vec(),
+        ("", "Node") => kinds::NODE.to_vec(),
+        ("", "Namespace") => kinds::NAMESPACE.to_vec(),
+        ("", "ConfigMap") => kinds::CONFIG_MAP.to_vec(),
+        ("", "Secret") => kinds::SECRET.to_vec(),
+        ("", "ServiceAccount") => kinds::SERVICE_ACCOUNT.to_vec(),
+        ("", "Event") | ("events.k8s.io", "Event") => kinds::EVENT.to_vec(),
+        ("", "PersistentVolumeClaim") => kinds::PVC.to_vec(),
+        ("", "ReplicationController") => workloads::REPLICATION_CONTROLLER.to_vec(),
+        ("", "PodTemplate") => workloads::POD_TEMPLATE.to_vec(),
+        ("apps", "Deployment") => workloads::DEPLOYMENT.to_vec(),
+        ("apps", "ReplicaSet") => workloads::REPLICA_SET.to_vec(),
+        ("apps", "StatefulSet") => workloads::STATEFUL_SET.to_vec(),
+        ("apps", "DaemonSet") => workloads::DAEMON_SET.to_vec(),
+        ("batch", "Job") => workloads::JOB.to_vec(),
+        ("batch", "CronJob") => workloads::CRON_JOB.to_vec(),
+        ("coordination.k8s.io", "Lease") => kinds::LEASE.to_vec(),
+        ("rbac.authorization.k8s.io", "RoleBinding") => kinds::ROLE_BINDING.to_vec(),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => kinds::CLUSTER_ROLE_BINDING.to_vec(),
+        ("storage.k8s.io", "StorageClass") => kinds::STORAGE_CLASS.to_vec(),
+        ("scheduling.k8s.io", "PriorityClass") => kinds::PRIORITY_CLASS.to_vec(),
+        _ => DEFAULT_COLUMNS.to_vec(),
+    };
+    defs.into_iter().map(ColumnDef::to_json).collect()
+}
+
+/// One row's cells for the object (same order as columns). `now` for AGE-like cells.
+pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    match (group, kind) {
+        ("", "Pod") => pods::cells(obj, now),
+        ("", "Service") => kinds::service(obj, now),
+        ("", "Node") => kinds::node(obj, now),
+        ("", "Namespace") => kinds::namespace(obj, now),
+        ("", "ConfigMap") => kinds::config_map(obj, now),
+        ("", "Secret") => kinds::secret(obj, now),
+        ("", "ServiceAccount") => vec![name(obj), age(obj, now)],
+        ("", "Event") => kinds::event(obj, now),
+        ("events.k8s.io", "Event") => kinds::event(&kinds::events_v1_as_core(obj), now),
+        ("", "PersistentVolumeClaim") => kinds::pvc(obj, now),
+        ("", "ReplicationController") => workloads::replication_controller(obj, now),
+        ("", "PodTemplate") => workloads::pod_template(obj),
+        ("apps", "Deployment") => workloads::deployment(obj, now),
+        ("apps", "ReplicaSet") => workloads::replica_set(obj, now),
+        ("apps", "StatefulSet") => workloads::stateful_set(obj, now),
+        ("apps", "DaemonSet") => workloads::daemon_set(obj, now),
+        ("batch", "Job") => workloads::job(obj, now),
+        ("batch", "CronJob") => workloads::cron_job(obj, now),
+        ("coordination.k8s.io", "Lease") => vec![name(obj), json!(str_at(obj, "/spec/holderIdentity")), age(obj, now)],
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => kinds::role_binding(obj, now),
+        ("storage.k8s.io", "StorageClass") => kinds::storage_class(obj, now),
+        ("scheduling.k8s.io", "PriorityClass") => kinds::priority_class(obj, now),
+        _ => {
+            let created = obj
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+                .and_then(parse_rfc3339)
+                .map(format_rfc3339)
+                .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_string());
+            vec![name(obj), json!(created)]
+        }
+    }
+}
+
+/// One column definition, kept static so each kind's list is plain data.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ColumnDef {
+    name: &'static str,
+    kind: &'static str,
+    format: &'static str,
+    description: &'static str,
+    priority: u8,
+}
+
+impl ColumnDef {
+    fn to_json(self) -> Value {
+        json!({
+            "name": self.name,
+            "type": self.kind,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        })
+    }
+}
+
+/// A column shown by default.
+pub(crate) const fn col(name: &'static str, kind: &'static str, description: &'static str) -> ColumnDef {
+    ColumnDef { name, kind, format: "", description, priority: 0 }
+}
+
+/// A column shown only with `-o wide`.
+pub(crate) const fn wide(name: &'static str, kind: &'static str, description: &'static str) -> ColumnDef {
+    ColumnDef { name, kind, format: "", description, priority: 1 }
+}
+
+/// `ObjectMeta.name`'s description, shared by every Name column.
+pub(crate) const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+/// `ObjectMeta.creationTimestamp`'s description, shared by every Age column.
+pub(crate) const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+pub(crate) const NAME: ColumnDef =
+    ColumnDef { name: "Name", kind: "string", format: "name", description: NAME_DESC, priority: 0 };
+pub(crate) const AGE: ColumnDef = col("Age", "string", AGE_DESC);
+
+const DEFAULT_COLUMNS: &[ColumnDef] = &[NAME, col("Created At", "date", AGE_DESC)];
+
+// ---- cell helpers --------------------------------------------------------------------------
+
+pub(crate) fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+pub(crate) fn int_at(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+pub(crate) fn name(obj: &Value) -> Value {
+    json!(str_at(obj, "/metadata/name"))
+}
+
+pub(crate) fn age(obj: &Value, now: OffsetDateTime) -> Value {
+    json!(since(obj.pointer("/metadata/creationTimestamp"), now))
+}
+
+/// kube's `translateTimestampSince`: `<unknown>` for a missing time, else a human duration.
+pub(crate) fn since(ts: Option<&Value>, now: OffsetDateTime) -> String {
+    match ts.and_then(Value::as_str).and_then(parse_rfc3339) {
+        Some(t) => duration_between(t, now),
+        None => "<unknown>".to_string(),
+    }
+}
+
+/// `duration.HumanDuration(later - earlier)`, with kube's `<invalid>` for clearly negative spans.
+pub(crate) fn duration_between(earlier: OffsetDateTime, later: OffsetDateTime) -> String {
+    let secs = (later - earlier).whole_seconds();
+    if secs < -1 {
+        return "<invalid>".to_string();
+    }
+    human_duration(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+}
+
+/// `labels.FormatLabels`: sorted `k=v` pairs, `<none>` when empty.
+pub(crate) fn format_labels(map: Option<&Value>) -> String {
+    let Some(map) = map.and_then(Value::as_object).filter(|m| !m.is_empty()) else {
+        return "<none>".to_string();
+    };
+    let mut pairs: Vec<String> = map.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+    pairs.sort();
+    pairs.join(",")
+}
+
+/// The string form of a `metav1.LabelSelector` (`""` for a missing or empty one).
+pub(crate) fn selector_string(sel: Option<&Value>) -> String {
+    match sel.filter(|s| !s.is_null()) {
+        None => String::new(),
+        Some(s) => LabelSelector::from_json(s).map(|s| s.to_string()).unwrap_or_else(|_| "<error>".to_string()),
+    }
+}
+
+/// `layoutContainerCells`: container names and images, comma-separated.
+pub(crate) fn container_cells(pod_spec: Option<&Value>) -> (Value, Value) {
+    let containers =
+        pod_spec.and_then(|s| s.get("containers")).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let names: Vec<&str> = containers.iter().map(|c| str_at(c, "/name")).collect();
+    let images: Vec<&str> = containers.iter().map(|c| str_at(c, "/image")).collect();
+    (json!(names.join(",")), json!(images.join(",")))
+}
+
+pub(crate) fn len_of(obj: &Value, key: &str) -> usize {
+    obj.get(key).map_or(0, |v| match v {
+        Value::Object(m) => m.len(),
+        Value::Array(a) => a.len(),
+        _ => 0,
+    })
+}
+
+pub(crate) fn object_keys<'a>(obj: &'a Value, key: &str) -> impl Iterator<Item = &'a String> {
+    obj.get(key).and_then(Value::as_object).into_iter().flat_map(Map::keys)
+}
+
+#[cfg(test)]
+mod tests;
