@@ -1,0 +1,39 @@
+//! Post-start bootstrap, as kube-apiserver's post-start hooks do it: the system namespaces and
+//! the `kubernetes` Service exist before the server reports ready.
+
+use kapi_apimachinery::ApiError;
+use kapi_registry::catalog;
+use kapi_registry::rest::RestStore;
+use kapi_registry::strategy::CatalogStrategy;
+use serde_json::json;
+
+/// The namespaces kube-apiserver creates at start.
+pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+async fn ensure(rest: &RestStore, group: &str, resource: &str, ns: Option<&str>, obj: serde_json::Value) -> Result<(), ApiError> {
+    let spec = catalog::find(group, "v1", resource).ok_or_else(|| ApiError::internal(format!("{resource} missing from catalog")))?;
+    match rest.create(&CatalogStrategy(spec), ns, obj, false).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates what is missing; safe to run on every start and from several replicas at once.
+pub async fn run(rest: &RestStore, secure_port: u16) -> Result<(), ApiError> {
+    for ns in SYSTEM_NAMESPACES {
+        ensure(rest, "", "namespaces", None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await?;
+    }
+    let svc = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": "10.96.0.1",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": secure_port}],
+            "sessionAffinity": "None",
+        },
+    });
+    ensure(rest, "", "services", Some("default"), svc).await
+}

@@ -1,0 +1,200 @@
+//! Options -> a running server: the one place that wires storage, caches, TLS and filters.
+//!
+//! Config flows one way, as in kube-apiserver: flags become [`Options`], [`run`] validates and
+//! completes them (certificates, database), builds the server, serves until a signal.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kapi_auth::{AlwaysAllow, Authenticator, UnionAuthenticator, X509Authenticator};
+use kapi_registry::catalog::{self, Serving};
+use kapi_registry::rest::RestStore;
+use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
+use kapi_storage::DynStore;
+use kapi_watch::{CacheConfig, CacheSet};
+
+use crate::metrics::Metrics;
+use crate::state::{ApiServer, Lifecycle, ServingOptions};
+use crate::{bootstrap, pki, serve, tls};
+
+/// Server options, named after kube-apiserver's flags.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--bind-address`.
+    pub bind_address: IpAddr,
+    /// `--secure-port` (0 picks a free port).
+    pub secure_port: u16,
+    /// `--data-dir`: database, generated certificates, admin kubeconfig.
+    pub data_dir: PathBuf,
+    /// `--tls-cert-file` (with `--tls-private-key-file`); generated when absent.
+    pub tls_cert_file: Option<PathBuf>,
+    /// `--tls-private-key-file`.
+    pub tls_private_key_file: Option<PathBuf>,
+    /// `--client-ca-file`; the generated CA when absent.
+    pub client_ca_file: Option<PathBuf>,
+    /// `--request-timeout`.
+    pub request_timeout: Duration,
+    /// `--min-request-timeout`.
+    pub min_request_timeout: Duration,
+    /// `--shutdown-delay-duration`: keep serving after SIGTERM while `/readyz` fails.
+    pub shutdown_delay: Duration,
+    /// `--storage-compaction-window`: how much change log history is kept.
+    pub compaction_window: Duration,
+    /// `--watch-cache-size`: events kept per resource for watch resumption.
+    pub watch_cache_size: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            bind_address: IpAddr::from([127, 0, 0, 1]),
+            secure_port: 6443,
+            data_dir: PathBuf::from("kapi-data"),
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            client_ca_file: None,
+            request_timeout: Duration::from_secs(60),
+            min_request_timeout: Duration::from_secs(1800),
+            shutdown_delay: Duration::ZERO,
+            compaction_window: Duration::from_secs(300),
+            watch_cache_size: 4096,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Data directory or certificate files.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// Certificates could not be made or loaded.
+    #[error("certificates: {0}")]
+    Pki(#[from] pki::PkiError),
+    /// TLS configuration.
+    #[error("TLS: {0}")]
+    Tls(#[from] tls::TlsError),
+    /// Storage could not be opened.
+    #[error("storage: {0}")]
+    Storage(#[from] kapi_storage::StorageError),
+    /// Watch caches could not be loaded.
+    #[error("watch cache: {0}")]
+    Watch(#[from] kapi_watch::WatchError),
+    /// Bootstrap objects could not be created.
+    #[error("bootstrap: {0}")]
+    Bootstrap(kapi_apimachinery::ApiError),
+}
+
+fn read(path: &PathBuf, what: &str) -> Result<String, StartError> {
+    std::fs::read_to_string(path).map_err(|source| StartError::Io { context: format!("reading {what} {}", path.display()), source })
+}
+
+/// Every storage prefix the watch caches follow.
+fn cached_prefixes() -> Vec<String> {
+    let mut prefixes: Vec<String> =
+        catalog::resources().iter().filter(|r| matches!(r.serving, Serving::Stored)).map(|r| r.key_prefix()).collect();
+    prefixes.sort();
+    prefixes.dedup();
+    prefixes
+}
+
+/// Starts kapi and serves until SIGTERM or SIGINT.
+pub async fn run(opts: Options) -> Result<(), StartError> {
+    tls::install_crypto_provider();
+    std::fs::create_dir_all(&opts.data_dir)
+        .map_err(|source| StartError::Io { context: format!("creating {}", opts.data_dir.display()), source })?;
+
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    if !opts.bind_address.is_unspecified() {
+        hosts.push(opts.bind_address.to_string());
+    }
+    let pki = pki::ensure_pki(&opts.data_dir, &hosts)?;
+    let (cert_pem, key_pem) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        (Some(c), Some(k)) => (read(c, "--tls-cert-file")?, read(k, "--tls-private-key-file")?),
+        _ => (pki.serving_cert_pem.clone(), pki.serving_key_pem.clone()),
+    };
+    let client_ca = match &opts.client_ca_file {
+        Some(p) => read(p, "--client-ca-file")?,
+        None => pki.ca_cert_pem.clone(),
+    };
+    let tls_config = tls::server_config(&cert_pem, &key_pem, Some(&client_ca))?;
+
+    let db_path = opts.data_dir.join("kapi.db");
+    let sqlite_config = SqliteConfig { retention: opts.compaction_window, ..SqliteConfig::default() };
+    let store: DynStore = open_sqlite(db_path, sqlite_config).await?;
+    let caches = CacheSet::start(store.clone(), cached_prefixes(), CacheConfig { window: opts.watch_cache_size, ..CacheConfig::default() }).await?;
+    let rest = RestStore::new(store, caches.clone());
+
+    let listener = tokio::net::TcpListener::bind(SocketAddr::new(opts.bind_address, opts.secure_port))
+        .await
+        .map_err(|source| StartError::Io { context: format!("binding {}:{}", opts.bind_address, opts.secure_port), source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| StartError::Io { context: "reading the bound address".into(), source })?;
+    let client_host = if opts.bind_address.is_unspecified() { "127.0.0.1".to_owned() } else { opts.bind_address.to_string() };
+    let client_addr = match opts.bind_address {
+        IpAddr::V6(_) if !opts.bind_address.is_unspecified() => format!("[{client_host}]:{}", local.port()),
+        _ => format!("{client_host}:{}", local.port()),
+    };
+    pki::write_admin_kubeconfig(&opts.data_dir.join("kubeconfig"), &format!("https://{client_addr}"), &pki)?;
+
+    let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(vec![Box::new(X509Authenticator)]));
+    let srv = Arc::new(ApiServer {
+        rest: rest.clone(),
+        metrics: Metrics::new(),
+        authenticator,
+        authorizer: Arc::new(AlwaysAllow),
+        options: ServingOptions {
+            request_timeout: opts.request_timeout,
+            min_request_timeout: opts.min_request_timeout,
+            external_address: client_addr.clone(),
+            ..ServingOptions::default()
+        },
+        lifecycle: Lifecycle::new(),
+    });
+
+    bootstrap::run(&rest, local.port()).await.map_err(StartError::Bootstrap)?;
+    srv.lifecycle.set_ready();
+    tracing::info!("Serving securely on {local}");
+    println!("Serving securely on {local}");
+    println!("Admin kubeconfig: {}", opts.data_dir.join("kubeconfig").display());
+
+    let lifecycle_srv = srv.clone();
+    let shutdown_delay = opts.shutdown_delay;
+    let shutdown = async move {
+        wait_for_signal().await;
+        tracing::info!("received termination signal; /readyz now fails");
+        lifecycle_srv.lifecycle.begin_shutdown();
+        tokio::time::sleep(shutdown_delay).await;
+    };
+    serve::serve(srv.clone(), listener, tls_config, shutdown, opts.request_timeout).await;
+    caches.shutdown();
+    Ok(())
+}
+
+async fn open_sqlite(path: PathBuf, config: SqliteConfig) -> Result<DynStore, StartError> {
+    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path, config))
+        .await
+        .map_err(|e| StartError::Storage(kapi_storage::StorageError::Backend(e.to_string())))??;
+    Ok(store)
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        // Without signal handlers the process can only be killed; serve until then.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

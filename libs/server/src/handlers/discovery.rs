@@ -1,0 +1,160 @@
+//! Discovery documents built from the catalog: `/api`, `/api/v1`, `/apis`, `/apis/<g>`,
+//! `/apis/<g>/<v>` and aggregated discovery v2 (what kubectl 1.26+ asks for first).
+
+use kapi_registry::catalog::{self, ResourceSpec};
+use serde_json::{json, Map, Value};
+
+fn group_versions(group: &str) -> Vec<&'static str> {
+    if group.is_empty() {
+        return vec!["v1"];
+    }
+    catalog::groups().iter().find(|g| g.name == group).map(|g| g.versions.to_vec()).unwrap_or_default()
+}
+
+fn gv_string(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// `GET /api`: APIVersions.
+pub fn api_versions(external_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": external_address}],
+    })
+}
+
+fn api_group(name: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> =
+        versions.iter().map(|v| json!({"groupVersion": gv_string(name, v), "version": v})).collect();
+    json!({
+        "name": name,
+        "versions": vs,
+        "preferredVersion": {"groupVersion": gv_string(name, versions[0]), "version": versions[0]},
+    })
+}
+
+/// `GET /apis`: APIGroupList in catalog order.
+pub fn api_group_list() -> Value {
+    let groups: Vec<Value> = catalog::groups().iter().map(|g| api_group(g.name, g.versions)).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `GET /apis/<group>`: APIGroup, or `None` for a group not served.
+pub fn api_group_doc(group: &str) -> Option<Value> {
+    let g = catalog::groups().iter().find(|g| g.name == group)?;
+    let mut doc = api_group(g.name, g.versions);
+    let m = doc.as_object_mut()?;
+    let mut out = Map::new();
+    out.insert("kind".into(), "APIGroup".into());
+    out.insert("apiVersion".into(), "v1".into());
+    out.append(m);
+    Some(Value::Object(out))
+}
+
+fn strs(v: &[&str]) -> Value {
+    Value::Array(v.iter().map(|s| Value::String((*s).to_owned())).collect())
+}
+
+fn resource_entry(r: &ResourceSpec) -> Value {
+    let mut e = Map::new();
+    e.insert("name".into(), r.resource.into());
+    e.insert("singularName".into(), r.singular.into());
+    e.insert("namespaced".into(), r.namespaced.into());
+    e.insert("kind".into(), r.kind.into());
+    e.insert("verbs".into(), strs(r.verbs));
+    if !r.short_names.is_empty() {
+        e.insert("shortNames".into(), strs(r.short_names));
+    }
+    if !r.categories.is_empty() {
+        e.insert("categories".into(), strs(r.categories));
+    }
+    Value::Object(e)
+}
+
+/// `GET /api/v1` or `/apis/<g>/<v>`: APIResourceList, or `None` for a version not served.
+pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
+    if !group_versions(group).contains(&version) {
+        return None;
+    }
+    let mut resources = Vec::new();
+    for r in catalog::resources_in(group, version) {
+        resources.push(resource_entry(r));
+        for s in r.subresources {
+            let mut e = Map::new();
+            e.insert("name".into(), format!("{}/{}", r.resource, s.name).into());
+            e.insert("singularName".into(), "".into());
+            e.insert("namespaced".into(), r.namespaced.into());
+            if let Some(g) = s.group {
+                e.insert("group".into(), g.into());
+            }
+            if let Some(v) = s.version {
+                e.insert("version".into(), v.into());
+            }
+            e.insert("kind".into(), s.kind.into());
+            e.insert("verbs".into(), strs(s.verbs));
+            resources.push(Value::Object(e));
+        }
+    }
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv_string(group, version), "resources": resources}))
+}
+
+fn discovery_resource(r: &ResourceSpec) -> Value {
+    let mut e = Map::new();
+    e.insert("resource".into(), r.resource.into());
+    e.insert("responseKind".into(), json!({"group": r.group, "version": r.version, "kind": r.kind}));
+    e.insert("scope".into(), (if r.namespaced { "Namespaced" } else { "Cluster" }).into());
+    e.insert("singularResource".into(), r.singular.into());
+    e.insert("verbs".into(), strs(r.verbs));
+    if !r.short_names.is_empty() {
+        e.insert("shortNames".into(), strs(r.short_names));
+    }
+    if !r.categories.is_empty() {
+        e.insert("categories".into(), strs(r.categories));
+    }
+    if !r.subresources.is_empty() {
+        let subs: Vec<Value> = r
+            .subresources
+            .iter()
+            .map(|s| {
+                json!({
+                    "subresource": s.name,
+                    "responseKind": {"group": s.group.unwrap_or(r.group), "version": s.version.unwrap_or(r.version), "kind": s.kind},
+                    "verbs": strs(s.verbs),
+                })
+            })
+            .collect();
+        e.insert("subresources".into(), Value::Array(subs));
+    }
+    Value::Object(e)
+}
+
+fn discovery_group(name: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let resources: Vec<Value> = catalog::resources_in(name, v).map(discovery_resource).collect();
+            json!({"version": v, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    let mut meta = Map::new();
+    if !name.is_empty() {
+        meta.insert("name".into(), name.into());
+    }
+    json!({"metadata": meta, "versions": vs})
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList): the core group at
+/// `/api`, every named group at `/apis`.
+pub fn aggregated(core: bool) -> Value {
+    let items: Vec<Value> = if core {
+        vec![discovery_group("", &["v1"])]
+    } else {
+        catalog::groups().iter().map(|g| discovery_group(g.name, g.versions)).collect()
+    };
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+}

@@ -1,0 +1,5 @@
+//! Request handlers behind the router.
+
+pub mod discovery;
+pub mod resource;
+pub mod system;

@@ -1,0 +1,591 @@
+//! Resource requests: decode, call the generic REST store, encode in the negotiated form.
+//!
+//! Routing is data-driven from the catalog: the verbs a resource lists in discovery are the
+//! verbs served here; anything else is 405 MethodNotAllowed, an unknown resource 404.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode};
+use kapi_apimachinery::fields::FieldSelector;
+use kapi_apimachinery::labels::LabelSelector;
+use kapi_apimachinery::patch::{apply_json_patch, apply_merge_patch};
+use kapi_apimachinery::resource_version;
+use kapi_apimachinery::status::success_status;
+use kapi_apimachinery::{ApiError, GroupResource};
+use kapi_registry::catalog::{self, ResourceSpec, Serving};
+use kapi_registry::rest::{DeleteOptions, ListParams};
+use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
+use serde_json::{json, Map, Value};
+
+use crate::negotiation::{content_essence, decode_body, negotiate, Negotiable, Output};
+use crate::query::Query;
+use crate::request_info::RequestInfo;
+use crate::response::{self, Body};
+use crate::state::ApiServer;
+use crate::transform::{self, IncludeObject};
+use crate::watch_stream;
+
+type HandlerResult = Result<Response<Body>, ApiError>;
+
+/// Patch media types served (strategic merge and apply come with their own issue).
+const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
+
+/// Serves one resource request whose body (if any) has been read already.
+pub async fn handle(
+    srv: &Arc<ApiServer>,
+    info: &RequestInfo,
+    method: &Method,
+    query: &Query,
+    accept: Option<&str>,
+    content_type: Option<&str>,
+    body: Bytes,
+) -> Response<Body> {
+    let output = match negotiate(accept, Negotiable::Resource) {
+        Ok(o) => o,
+        Err(e) => return response::error(&e, Output::Json),
+    };
+    match dispatch(srv, info, method, query, output, content_type, body).await {
+        Ok(resp) => resp,
+        Err(e) => response::error(&e, output),
+    }
+}
+
+fn find_spec(info: &RequestInfo) -> Result<&'static ResourceSpec, ApiError> {
+    let spec = catalog::find(&info.api_group, &info.api_version, &info.resource).ok_or_else(ApiError::path_not_found)?;
+    // A namespace in the path of a cluster-scoped resource names no route.
+    if !spec.namespaced && !info.namespace.is_empty() && !(spec.resource == "namespaces" && info.namespace == info.name) {
+        return Err(ApiError::path_not_found());
+    }
+    Ok(spec)
+}
+
+fn dry_run(query: &Query) -> Result<bool, ApiError> {
+    match query.all("dryRun").as_slice() {
+        [] => Ok(false),
+        ["All"] => Ok(true),
+        values => Err(ApiError::bad_request(format!(
+            "Invalid dryRun value: {values:?}: supported values: \"All\""
+        ))),
+    }
+}
+
+fn field_validation(query: &Query) -> Result<(), ApiError> {
+    match query.get("fieldValidation") {
+        None | Some("" | "Ignore" | "Warn" | "Strict") => Ok(()),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+        ))),
+    }
+}
+
+async fn dispatch(
+    srv: &Arc<ApiServer>,
+    info: &RequestInfo,
+    _method: &Method,
+    query: &Query,
+    output: Output,
+    content_type: Option<&str>,
+    body: Bytes,
+) -> HandlerResult {
+    let spec = find_spec(info)?;
+    let strategy = CatalogStrategy(spec);
+    let gr = GroupResource::new(spec.group, spec.resource);
+    let ns = (!info.namespace.is_empty() && spec.namespaced).then_some(info.namespace.as_str());
+    if spec.namespaced && ns.is_none() && !matches!(info.verb.as_str(), "list" | "watch") {
+        return Err(ApiError::path_not_found());
+    }
+    if !info.subresource.is_empty() {
+        return subresource(srv, &strategy, info, ns, query, output, content_type, body).await;
+    }
+    if !spec.supports(&info.verb) {
+        return Err(ApiError::method_not_supported(&gr, &info.verb));
+    }
+    if matches!(spec.serving, Serving::Virtual) {
+        return Err(ApiError::method_not_supported(&gr, &info.verb));
+    }
+    let name = info.name.as_str();
+    match info.verb.as_str() {
+        "get" => {
+            let obj = srv.rest.get(&strategy, ns, name).await?;
+            Ok(single(spec, &obj, output, query, StatusCode::OK)?)
+        }
+        "list" => list(srv, &strategy, ns, query, output).await,
+        "watch" => watch(srv, &strategy, ns, info, query, output).await,
+        "create" => {
+            field_validation(query)?;
+            let obj = decode_body(content_type, &body)?;
+            let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?).await?;
+            Ok(single(spec, &created, output, query, StatusCode::CREATED)?)
+        }
+        "update" => {
+            field_validation(query)?;
+            let obj = decode_body(content_type, &body)?;
+            let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?).await?;
+            Ok(single(spec, &updated, output, query, StatusCode::OK)?)
+        }
+        "patch" => {
+            field_validation(query)?;
+            let patched = patch(srv, &strategy, ns, name, content_type, &body, WriteTarget::Main, dry_run(query)?).await?;
+            Ok(single(spec, &patched, output, query, StatusCode::OK)?)
+        }
+        "delete" => {
+            let opts = delete_options(query, &body)?;
+            let outcome = srv.rest.delete(&strategy, ns, name, &opts).await?;
+            let returns_object = !outcome.deleted || (spec.group.is_empty() && matches!(spec.resource, "pods" | "namespaces"));
+            if returns_object {
+                Ok(single(spec, &outcome.object, output, query, StatusCode::OK)?)
+            } else {
+                let uid = outcome.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+                Ok(response::object(StatusCode::OK, &success_status(Some((&gr, name, uid))), plain(output)))
+            }
+        }
+        "deletecollection" => {
+            let params = list_params(spec, query)?;
+            let opts = delete_options(query, &body)?;
+            let (deleted, rev) = srv.rest.delete_collection(&strategy, ns, &params, &opts).await?;
+            let list = list_object(spec, deleted.iter(), list_meta(rev, None, None));
+            Ok(response::object(StatusCode::OK, &list, plain(output)))
+        }
+        _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
+    }
+}
+
+/// Table and partial-metadata transformations apply to resources only, not to Status or Scale.
+fn plain(output: Output) -> Output {
+    match output {
+        Output::Yaml => Output::Yaml,
+        _ => Output::Json,
+    }
+}
+
+fn single(spec: &ResourceSpec, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
+    let value = match output {
+        Output::Table => {
+            let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+            transform::table(spec, std::iter::once(obj), json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)}), include, true)
+        }
+        Output::PartialMetadata => transform::partial_metadata(obj),
+        _ => obj.clone(),
+    };
+    Ok(response::object(code, &value, output))
+}
+
+fn list_meta(rev: u64, continue_token: Option<String>, remaining: Option<u64>) -> Value {
+    let mut m = Map::new();
+    m.insert("resourceVersion".into(), Value::String(rev.to_string()));
+    if let Some(c) = continue_token {
+        m.insert("continue".into(), Value::String(c));
+        if let Some(r) = remaining.filter(|r| *r > 0) {
+            m.insert("remainingItemCount".into(), Value::from(r));
+        }
+    }
+    Value::Object(m)
+}
+
+/// A typed list (`PodList`): items carry no kind/apiVersion, as kube-apiserver encodes them.
+fn list_object<'a>(spec: &ResourceSpec, items: impl Iterator<Item = &'a Value>, meta: Value) -> Value {
+    let items: Vec<Value> = items
+        .map(|o| {
+            let mut o = o.clone();
+            if let Some(m) = o.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            o
+        })
+        .collect();
+    json!({"kind": format!("{}List", spec.kind), "apiVersion": spec.api_version(), "metadata": meta, "items": items})
+}
+
+/// Parses list/watch query parameters with kube-apiserver's validation.
+pub fn list_params(spec: &ResourceSpec, query: &Query) -> Result<ListParams, ApiError> {
+    let labels = match query.get("labelSelector").filter(|s| !s.is_empty()) {
+        Some(s) => Some(LabelSelector::parse(s)?),
+        None => None,
+    };
+    let fields = match query.get("fieldSelector").filter(|s| !s.is_empty()) {
+        Some(s) => {
+            let sel = FieldSelector::parse(s)?;
+            let mut supported: Vec<&str> = vec!["metadata.name"];
+            if spec.namespaced {
+                supported.push("metadata.namespace");
+            }
+            supported.extend_from_slice(spec.field_selectors);
+            sel.check_supported(&supported)?;
+            Some(sel)
+        }
+        None => None,
+    };
+    let watch = query.bool("watch")?.unwrap_or(false);
+    let send_initial_events = query.bool("sendInitialEvents")?;
+    resource_version::validate_list_options_with_continue(
+        query.get("resourceVersion"),
+        query.get("resourceVersionMatch"),
+        send_initial_events,
+        watch,
+        query.get("continue"),
+    )?;
+    resource_version::validate_continue_rv(query.get("resourceVersion"), query.get("continue"))?;
+    let rv = resource_version::parse(query.get("resourceVersion").unwrap_or(""))?;
+    let rv_match = resource_version::parse_match(query.get("resourceVersionMatch").unwrap_or(""))?;
+    let limit = query.u64("limit")?.map(|l| l as usize);
+    Ok(ListParams {
+        labels,
+        fields,
+        limit,
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
+        resource_version: rv,
+        resource_version_match: rv_match,
+        send_initial_events: send_initial_events.unwrap_or(false),
+    })
+}
+
+async fn list(srv: &Arc<ApiServer>, strategy: &CatalogStrategy, ns: Option<&str>, query: &Query, output: Output) -> HandlerResult {
+    let spec = strategy.spec();
+    let params = list_params(spec, query)?;
+    let page = srv.rest.list(strategy, ns, &params).await?;
+    let meta = list_meta(page.resource_version, page.continue_token, page.remaining);
+    let value = match output {
+        Output::Table => {
+            let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+            transform::table(spec, page.items.iter().map(|a| a.as_ref()), meta, include, true)
+        }
+        Output::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
+        _ => list_object(spec, page.items.iter().map(|a| a.as_ref()), meta),
+    };
+    let output = if output == Output::PartialMetadata { Output::Json } else { output };
+    let mut resp = response::object(StatusCode::OK, &value, output);
+    if value.get("kind").and_then(Value::as_str) == Some("PartialObjectMetadataList") {
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"),
+        );
+    }
+    Ok(resp)
+}
+
+async fn watch(
+    srv: &Arc<ApiServer>,
+    strategy: &CatalogStrategy,
+    ns: Option<&str>,
+    info: &RequestInfo,
+    query: &Query,
+    output: Output,
+) -> HandlerResult {
+    let spec = strategy.spec();
+    let mut params = list_params(spec, query)?;
+    // `GET .../pods/<name>?watch=1` and `/watch/.../pods/<name>` watch one object.
+    if !info.name.is_empty() {
+        let by_name = FieldSelector::parse(&format!("metadata.name={}", info.name))?;
+        params.fields = Some(by_name);
+    }
+    let timeout = match query.u64("timeoutSeconds")? {
+        Some(s) => Duration::from_secs(s),
+        None => {
+            let min = srv.options.min_request_timeout.as_secs().max(1);
+            Duration::from_secs(min + rand::random::<u64>() % min)
+        }
+    };
+    let allow_bookmarks = query.bool("allowWatchBookmarks")?.unwrap_or(false);
+    let watcher = srv.rest.watch(strategy, ns, &params).await?;
+    Ok(watch_stream::respond(
+        srv,
+        spec,
+        watcher,
+        watch_stream::WatchOptions {
+            output,
+            timeout,
+            allow_bookmarks,
+            send_initial_events: params.send_initial_events,
+            include: IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?,
+        },
+    ))
+}
+
+fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions { dry_run: dry_run(query)?, ..Default::default() };
+    let from_body: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
+        if !v.is_object() {
+            return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
+        }
+        v
+    };
+    opts.grace_period_seconds = match query.i64("gracePeriodSeconds")? {
+        Some(g) => Some(g),
+        None => from_body.get("gracePeriodSeconds").and_then(Value::as_i64),
+    };
+    let policy = query
+        .get("propagationPolicy")
+        .map(str::to_owned)
+        .or_else(|| from_body.get("propagationPolicy").and_then(Value::as_str).map(str::to_owned));
+    let orphan = match query.bool("orphanDependents")? {
+        Some(o) => Some(o),
+        None => from_body.get("orphanDependents").and_then(Value::as_bool),
+    };
+    if let Some(p) = &policy {
+        if !matches!(p.as_str(), "Orphan" | "Background" | "Foreground") {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![kapi_apimachinery::Cause::not_supported(
+                    "propagationPolicy",
+                    &Value::String(p.clone()),
+                    &["Foreground", "Background", "Orphan"],
+                )],
+            ));
+        }
+        if orphan.is_some() {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![kapi_apimachinery::Cause::invalid(
+                    "propagationPolicy",
+                    &Value::String(p.clone()),
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )],
+            ));
+        }
+    }
+    opts.propagation_policy = policy.or_else(|| orphan.map(|o| if o { "Orphan".into() } else { "Background".into() }));
+    if let Some(pre) = from_body.get("preconditions") {
+        opts.precondition_uid = pre.get("uid").and_then(Value::as_str).map(str::to_owned);
+        opts.precondition_resource_version = pre.get("resourceVersion").and_then(Value::as_str).map(str::to_owned);
+    }
+    if from_body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All")) {
+        opts.dry_run = true;
+    }
+    Ok(opts)
+}
+
+/// Applies a JSON or merge patch to `current`, with kube's rule that the patched object may not
+/// rename itself; a resourceVersion the patch sets is a precondition.
+fn apply_patch(content_type: Option<&str>, body: &[u8], current: &Value) -> Result<Value, ApiError> {
+    let mut base = current.clone();
+    if let Some(m) = base.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    let patched = match content_essence(content_type).as_deref() {
+        Some("application/json-patch+json") => apply_json_patch(&base, body)?,
+        Some("application/merge-patch+json") => apply_merge_patch(&base, body)?,
+        _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+    };
+    if !patched.is_object() {
+        return Err(ApiError::bad_request("the patched object must be a JSON object"));
+    }
+    let old_name = current.pointer("/metadata/name");
+    let new_name = patched.pointer("/metadata/name");
+    if old_name != new_name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({})",
+            new_name.and_then(Value::as_str).unwrap_or(""),
+            old_name.and_then(Value::as_str).unwrap_or("")
+        )));
+    }
+    Ok(patched)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn patch(
+    srv: &Arc<ApiServer>,
+    strategy: &CatalogStrategy,
+    ns: Option<&str>,
+    name: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+    target: WriteTarget,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    // Reject an unsupported patch type before reading anything.
+    match content_essence(content_type).as_deref() {
+        Some("application/json-patch+json" | "application/merge-patch+json") => {}
+        _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+    }
+    srv.rest
+        .update_with(strategy, ns, name, target, dry_run, |current| apply_patch(content_type, body, current))
+        .await
+}
+
+fn scale_selector(obj: &Value, kind: &str) -> String {
+    let sel = obj.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
+    if kind == "ReplicationController" {
+        return sel
+            .as_object()
+            .map(|m| {
+                let mut pairs: Vec<String> =
+                    m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
+                pairs.sort();
+                pairs.join(",")
+            })
+            .unwrap_or_default();
+    }
+    LabelSelector::from_json(&sel).map(|s| s.to_string()).unwrap_or_default()
+}
+
+/// The `autoscaling/v1` Scale of a scalable object.
+fn scale_of(obj: &Value, kind: &str) -> Value {
+    let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let mut scale_meta = Map::new();
+    for field in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+        if let Some(v) = meta.get(field) {
+            scale_meta.insert(field.into(), v.clone());
+        }
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": scale_meta,
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(Value::from(0))},
+        "status": {
+            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(Value::from(0)),
+            "selector": scale_selector(obj, kind),
+        },
+    })
+}
+
+/// Writes a Scale's `spec.replicas` into its parent, with the Scale's resourceVersion (if any)
+/// as precondition.
+fn apply_scale(parent: &Value, scale: &Value) -> Result<Value, ApiError> {
+    let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(Value::from(0));
+    if !replicas.as_i64().is_some_and(|r| r >= 0 && r <= i64::from(i32::MAX)) {
+        let name = parent.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        return Err(ApiError::invalid(
+            "autoscaling",
+            "Scale",
+            name,
+            vec![kapi_apimachinery::Cause::invalid("spec.replicas", &replicas, "must be greater than or equal to 0")],
+        ));
+    }
+    let mut new = parent.clone();
+    new["spec"]["replicas"] = replicas;
+    match scale.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        Some(rv) => new["metadata"]["resourceVersion"] = Value::String(rv.to_owned()),
+        None => {
+            if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+            }
+        }
+    }
+    Ok(new)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn subresource(
+    srv: &Arc<ApiServer>,
+    strategy: &CatalogStrategy,
+    info: &RequestInfo,
+    ns: Option<&str>,
+    query: &Query,
+    output: Output,
+    content_type: Option<&str>,
+    body: Bytes,
+) -> HandlerResult {
+    let spec = strategy.spec();
+    let sub = info.subresource.as_str();
+    let gr = GroupResource::new(spec.group, format!("{}/{}", spec.resource, sub));
+    let Some(sub_spec) = spec.subresources.iter().find(|s| s.name == sub) else {
+        return Err(ApiError::path_not_found());
+    };
+    if !sub_spec.verbs.contains(&info.verb.as_str()) {
+        return Err(ApiError::method_not_supported(&gr, &info.verb));
+    }
+    let name = info.name.as_str();
+    let dry = dry_run(query)?;
+    match (sub, info.verb.as_str()) {
+        ("status", "get") => {
+            let obj = srv.rest.get(strategy, ns, name).await?;
+            single(spec, &obj, output, query, StatusCode::OK)
+        }
+        ("status", "update") => {
+            let obj = decode_body(content_type, &body)?;
+            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry).await?;
+            single(spec, &updated, output, query, StatusCode::OK)
+        }
+        ("status", "patch") => {
+            let patched = patch(srv, strategy, ns, name, content_type, &body, WriteTarget::Status, dry).await?;
+            single(spec, &patched, output, query, StatusCode::OK)
+        }
+        ("scale", "get") => {
+            let obj = srv.rest.get(strategy, ns, name).await?;
+            Ok(response::object(StatusCode::OK, &scale_of(&obj, spec.kind), plain(output)))
+        }
+        ("scale", "update") => {
+            let scale = decode_body(content_type, &body)?;
+            if scale.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
+                return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
+            }
+            let updated = srv
+                .rest
+                .update_with(strategy, ns, name, WriteTarget::Main, dry, |parent| apply_scale(parent, &scale))
+                .await?;
+            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), plain(output)))
+        }
+        ("scale", "patch") => {
+            match content_essence(content_type).as_deref() {
+                Some("application/json-patch+json" | "application/merge-patch+json") => {}
+                _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+            }
+            let kind = spec.kind;
+            let updated = srv
+                .rest
+                .update_with(strategy, ns, name, WriteTarget::Main, dry, |parent| {
+                    let scale = scale_of(parent, kind);
+                    let patched = apply_patch(content_type, &body, &scale)?;
+                    apply_scale(parent, &patched)
+                })
+                .await?;
+            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), plain(output)))
+        }
+        ("binding", "create") if spec.group.is_empty() && spec.resource == "pods" => {
+            let binding = decode_body(content_type, &body)?;
+            bind_pod(srv, strategy, ns, name, &binding, dry).await?;
+            Ok(response::object(StatusCode::CREATED, &success_status(None), plain(output)))
+        }
+        _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
+    }
+}
+
+/// `pods/<name>/binding`: sets `spec.nodeName` once, as the scheduler does through kube-apiserver.
+async fn bind_pod(
+    srv: &Arc<ApiServer>,
+    strategy: &CatalogStrategy,
+    ns: Option<&str>,
+    name: &str,
+    binding: &Value,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    if node.is_empty() {
+        return Err(ApiError::invalid(
+            "",
+            "Binding",
+            name,
+            vec![kapi_apimachinery::Cause::required("target.name", "")],
+        ));
+    }
+    let gr = GroupResource::new("", "pods/binding");
+    srv.rest
+        .update_with(strategy, ns, name, WriteTarget::Main, dry_run, |pod| {
+            if pod.pointer("/metadata/deletionTimestamp").is_some() {
+                return Err(ApiError::conflict(&gr, name, &format!("pod {name} is being deleted, cannot be assigned to a host")));
+            }
+            if let Some(existing) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict(&gr, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
+            }
+            let mut new = pod.clone();
+            new["spec"]["nodeName"] = Value::String(node.clone());
+            if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+            }
+            Ok(new)
+        })
+        .await?;
+    Ok(())
+}

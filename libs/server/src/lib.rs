@@ -1,0 +1,23 @@
+//! The generic API server of kapi: the filter chain, routing, handlers, discovery, health,
+//! metrics and TLS serving, over the registry's generic REST store.
+//!
+//! Start at [`config::run`] (options to a serving process) and [`handler`] (the request path).
+#![warn(missing_docs)]
+
+pub mod bootstrap;
+pub mod config;
+pub mod handler;
+pub mod handlers;
+pub mod metrics;
+pub mod negotiation;
+pub mod pki;
+pub mod query;
+pub mod request_info;
+pub mod response;
+pub mod serve;
+pub mod state;
+pub mod tls;
+pub mod transform;
+pub mod watch_stream;
+
+pub use config::{run, Options, StartError};

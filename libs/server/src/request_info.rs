@@ -1,0 +1,160 @@
+//! What a request is about, parsed once from method, path and query (kube's `RequestInfoFactory`).
+//!
+//! Filters (authorization, metrics, timeouts) and the router read this instead of re-parsing the
+//! path, exactly as kube-apiserver's filters read `request.RequestInfo` from the context.
+
+use http::Method;
+
+/// The parsed request, as kube-apiserver's `RequestInfo`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// `/api` or `/apis` requests naming a group version.
+    pub is_resource_request: bool,
+    /// URL path.
+    pub path: String,
+    /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection, or the
+    /// lowercased HTTP method for non-resource requests.
+    pub verb: String,
+    /// `api` or `apis`.
+    pub api_prefix: String,
+    /// API group ("" for core).
+    pub api_group: String,
+    /// API version.
+    pub api_version: String,
+    /// Namespace, if the path has one.
+    pub namespace: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource (status, scale, binding, ...).
+    pub subresource: String,
+    /// Object name.
+    pub name: String,
+    /// Path segments after the group version (for discovery of groups and versions).
+    pub parts: Vec<String>,
+}
+
+fn query_flag(query: Option<&str>, key: &str) -> bool {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
+        .any(|(k, v)| k == key && (v == "true" || v == "1"))
+}
+
+impl RequestInfo {
+    /// Parses a request line the way kube-apiserver does.
+    pub fn parse(method: &Method, path: &str, query: Option<&str>) -> Self {
+        let mut info = RequestInfo { path: path.to_owned(), verb: method.as_str().to_ascii_lowercase(), ..Default::default() };
+        let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+        let Some(prefix) = segments.first().copied() else { return info };
+        if prefix != "api" && prefix != "apis" {
+            return info;
+        }
+        let mut rest: &[&str] = &segments[1..];
+        info.api_prefix = prefix.to_owned();
+        if prefix == "apis" {
+            let Some(group) = rest.first() else { return info };
+            info.api_group = (*group).to_owned();
+            rest = &rest[1..];
+        }
+        let Some(version) = rest.first() else { return info };
+        info.api_version = (*version).to_owned();
+        rest = &rest[1..];
+        info.is_resource_request = true;
+        info.parts = rest.iter().map(|s| (*s).to_owned()).collect();
+
+        let mut watch_path = false;
+        if rest.first() == Some(&"watch") {
+            watch_path = true;
+            rest = &rest[1..];
+        }
+        if rest.first() == Some(&"namespaces") && rest.len() > 1 {
+            info.namespace = rest[1].to_owned();
+            if rest.len() > 2 {
+                rest = &rest[2..];
+            }
+        }
+        info.resource = rest.first().map(|s| (*s).to_owned()).unwrap_or_default();
+        info.name = rest.get(1).map(|s| (*s).to_owned()).unwrap_or_default();
+        info.subresource = rest.get(2).map(|s| (*s).to_owned()).unwrap_or_default();
+        // `/api/v1/namespaces/foo` names the namespace object itself.
+        if info.resource == "namespaces" && info.name.is_empty() && !info.namespace.is_empty() && rest.len() == 2 {
+            info.name = info.namespace.clone();
+        }
+        info.verb = match *method {
+            Method::GET | Method::HEAD if watch_path || query_flag(query, "watch") => "watch",
+            Method::GET | Method::HEAD if info.name.is_empty() => "list",
+            Method::GET | Method::HEAD => "get",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE if info.name.is_empty() => "deletecollection",
+            Method::DELETE => "delete",
+            _ => return RequestInfo { verb: method.as_str().to_ascii_lowercase(), ..info },
+        }
+        .to_owned();
+        info
+    }
+
+    /// Long-running requests (watches, and later exec/attach/proxy) are exempt from the request
+    /// timeout and in-flight limits.
+    pub fn is_long_running(&self) -> bool {
+        self.verb == "watch"
+            || matches!(self.subresource.as_str(), "exec" | "attach" | "portforward" | "proxy" | "log")
+    }
+
+    /// Read-only verbs (for the mutating in-flight limit and metrics).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self.verb.as_str(), "get" | "list" | "watch")
+    }
+
+    /// kube's metrics `scope` label: resource, namespace or cluster.
+    pub fn scope(&self) -> &'static str {
+        if !self.name.is_empty() {
+            "resource"
+        } else if !self.namespace.is_empty() {
+            "namespace"
+        } else if self.is_resource_request {
+            "cluster"
+        } else {
+            ""
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(m: Method, p: &str, q: Option<&str>) -> RequestInfo {
+        RequestInfo::parse(&m, p, q)
+    }
+
+    #[test]
+    fn namespaced_object_and_subresource() {
+        let i = parse(Method::PUT, "/apis/apps/v1/namespaces/ns1/deployments/web/scale", None);
+        assert_eq!((i.verb.as_str(), i.api_group.as_str(), i.namespace.as_str()), ("update", "apps", "ns1"));
+        assert_eq!((i.resource.as_str(), i.name.as_str(), i.subresource.as_str()), ("deployments", "web", "scale"));
+    }
+
+    #[test]
+    fn namespace_object_itself() {
+        let i = parse(Method::GET, "/api/v1/namespaces/kube-system", None);
+        assert_eq!((i.resource.as_str(), i.name.as_str(), i.namespace.as_str()), ("namespaces", "kube-system", "kube-system"));
+        let i = parse(Method::GET, "/api/v1/namespaces", None);
+        assert_eq!((i.verb.as_str(), i.resource.as_str()), ("list", "namespaces"));
+        let i = parse(Method::PUT, "/api/v1/namespaces/x/finalize", None);
+        assert_eq!((i.resource.as_str(), i.name.as_str(), i.subresource.as_str()), ("namespaces", "x", "finalize"));
+    }
+
+    #[test]
+    fn watch_forms_and_collections() {
+        assert_eq!(parse(Method::GET, "/api/v1/pods", Some("watch=true")).verb, "watch");
+        let i = parse(Method::GET, "/api/v1/watch/namespaces/a/pods", None);
+        assert_eq!((i.verb.as_str(), i.namespace.as_str(), i.resource.as_str()), ("watch", "a", "pods"));
+        assert_eq!(parse(Method::DELETE, "/api/v1/namespaces/a/pods", None).verb, "deletecollection");
+        assert_eq!(parse(Method::GET, "/healthz", None).verb, "get");
+        assert!(!parse(Method::GET, "/healthz", None).is_resource_request);
+        assert!(!parse(Method::GET, "/apis/apps", None).is_resource_request);
+    }
+}

@@ -1,0 +1,60 @@
+//! Building responses: encoded objects, Status errors and streaming bodies.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+use kapi_apimachinery::ApiError;
+use serde_json::Value;
+
+use crate::negotiation::Output;
+
+/// The body type of every response: whole buffers or watch streams.
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// A whole-buffer body.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+/// Encodes a JSON value in the negotiated representation (JSON or YAML).
+pub fn encode(value: &Value, output: Output) -> Bytes {
+    match output {
+        Output::Yaml => match serde_saphyr::to_string(value) {
+            Ok(s) => Bytes::from(s),
+            Err(_) => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+        },
+        _ => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+    }
+}
+
+/// A response carrying an object.
+pub fn object(status: StatusCode, value: &Value, output: Output) -> Response<Body> {
+    let mut resp = Response::new(full(encode(value, output)));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(output.content_type()));
+    resp
+}
+
+/// A failed request as a `metav1.Status` (always JSON, as kube-apiserver does for errors a
+/// client may not be able to decode otherwise... it uses the negotiated type when it can).
+pub fn error(err: &ApiError, output: Output) -> Response<Body> {
+    let output = if output == Output::Yaml { Output::Yaml } else { Output::Json };
+    let mut resp = object(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &err.to_status(), output);
+    if let Some(secs) = err.details.as_ref().and_then(|d| d.retry_after_seconds) {
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    resp
+}
+
+/// Plain text (health checks, metrics).
+pub fn text(status: StatusCode, body: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    resp
+}

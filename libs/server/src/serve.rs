@@ -1,0 +1,86 @@
+//! The TLS listener: accepts connections, verifies client certificates, serves HTTP/1.1 and
+//! HTTP/2 through the handler chain, and drains on shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::handler::{self, ConnInfo};
+use crate::state::ApiServer;
+
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts connections until `shutdown` resolves, then waits (bounded by `drain`) for in-flight
+/// requests to finish. Long-running watches end on their own when the lifecycle's shutdown
+/// signal fires.
+pub async fn serve(
+    srv: Arc<ApiServer>,
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let graceful = GracefulShutdown::new();
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let srv = srv.clone();
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, "TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let peer_certificates = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
+            let conn_info = Arc::new(ConnInfo { peer_certificates });
+            let service = service_fn(move |req| {
+                let srv = srv.clone();
+                let conn_info = conn_info.clone();
+                async move { Ok::<_, std::convert::Infallible>(handler::serve(srv, conn_info, req).await) }
+            });
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+            if let Err(e) = watcher.watch(conn.into_owned()).await {
+                tracing::debug!(%peer, "connection ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections drained"),
+        () = tokio::time::sleep(drain) => tracing::warn!("drain timeout after {drain:?}; closing remaining connections"),
+    }
+}

@@ -1,0 +1,100 @@
+//! The shared state of one API server: storage, filters' dependencies, options, lifecycle.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kapi_auth::{Authenticator, Authorizer};
+use kapi_registry::rest::RestStore;
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+
+/// Serving options that handlers read (kube-apiserver's flag names in comments).
+#[derive(Debug, Clone)]
+pub struct ServingOptions {
+    /// `--request-timeout`: bound of non-long-running requests.
+    pub request_timeout: Duration,
+    /// `--min-request-timeout`: watches last a random time in [min, 2*min] unless the client
+    /// sets `timeoutSeconds`.
+    pub min_request_timeout: Duration,
+    /// Largest accepted request body (kube: 3 MiB).
+    pub max_body_bytes: usize,
+    /// `host:port` clients reach this server at (discovery's serverAddressByClientCIDRs).
+    pub external_address: String,
+    /// How often a watch with `allowWatchBookmarks` receives a bookmark.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for ServingOptions {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(60),
+            min_request_timeout: Duration::from_secs(1800),
+            max_body_bytes: 3 * 1024 * 1024,
+            external_address: "127.0.0.1:6443".into(),
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Lifecycle signals shared with health checks and long-running requests.
+#[derive(Debug)]
+pub struct Lifecycle {
+    ready: AtomicBool,
+    shutting_down: watch::Sender<bool>,
+}
+
+impl Lifecycle {
+    /// A server that is not ready yet and not shutting down.
+    pub fn new() -> Self {
+        Self { ready: AtomicBool::new(false), shutting_down: watch::channel(false).0 }
+    }
+
+    /// Post-start hooks finished: `/readyz` may pass.
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether post-start hooks have finished.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Starts shutdown: `/readyz` fails and long-running requests end.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.send_replace(true);
+    }
+
+    /// Whether shutdown has started.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutting_down.borrow()
+    }
+
+    /// A receiver that flips to `true` when shutdown starts.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutting_down.subscribe()
+    }
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Everything a request needs, shared by all connections.
+pub struct ApiServer {
+    /// The generic REST store over storage and watch caches.
+    pub rest: RestStore,
+    /// Metrics registry.
+    pub metrics: Metrics,
+    /// Who is calling.
+    pub authenticator: Arc<dyn Authenticator>,
+    /// May they.
+    pub authorizer: Arc<dyn Authorizer>,
+    /// Serving options.
+    pub options: ServingOptions,
+    /// Readiness and shutdown.
+    pub lifecycle: Lifecycle,
+}

@@ -1,0 +1,161 @@
+//! The HTTP side of a watch: turns a cache [`Watcher`] into kube-apiserver's chunked stream of
+//! `{"type":...,"object":...}` frames, with bookmarks, timeouts and clean ends on shutdown.
+//!
+//! Objects are encoded once per media type in the cache and shared by all JSON watchers; only
+//! transformed streams (Table, PartialObjectMetadata) encode per watcher.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use kapi_apimachinery::watch::{bookmark_object, json_frame, WatchEventType};
+use kapi_apimachinery::ApiError;
+use kapi_registry::catalog::ResourceSpec;
+use kapi_watch::{EventType, MediaSlot, TerminateReason, WatchItem, Watcher};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::negotiation::Output;
+use crate::response::Body;
+use crate::state::ApiServer;
+use crate::transform::{self, IncludeObject};
+
+/// What the client asked of its watch.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchOptions {
+    /// Representation of each event's object.
+    pub output: Output,
+    /// When the server ends the watch (client `timeoutSeconds` or a randomised default).
+    pub timeout: Duration,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+    /// `sendInitialEvents`: end the initial events with an annotated bookmark.
+    pub send_initial_events: bool,
+    /// Table rows' object (Table watches only).
+    pub include: IncludeObject,
+}
+
+struct StreamState {
+    watcher: Watcher,
+    spec: &'static ResourceSpec,
+    opts: WatchOptions,
+    deadline: Instant,
+    next_bookmark: Instant,
+    bookmark_interval: Duration,
+    shutdown: watch::Receiver<bool>,
+    first_table: bool,
+    done: bool,
+}
+
+fn event_type(kind: EventType) -> WatchEventType {
+    match kind {
+        EventType::Added => WatchEventType::Added,
+        EventType::Modified => WatchEventType::Modified,
+        EventType::Deleted => WatchEventType::Deleted,
+    }
+}
+
+impl StreamState {
+    fn encode_object(&mut self, obj: &Value) -> Bytes {
+        let value = match self.opts.output {
+            Output::Table => {
+                let with_columns = std::mem::replace(&mut self.first_table, false);
+                let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+                transform::table(self.spec, std::iter::once(obj), meta, self.opts.include, with_columns)
+            }
+            Output::PartialMetadata => transform::partial_metadata(obj),
+            _ => return Bytes::from(serde_json::to_vec(obj).unwrap_or_default()),
+        };
+        Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
+    }
+
+    fn bookmark(&self, rev: u64, initial_events_end: bool) -> Bytes {
+        let obj = bookmark_object(&self.spec.api_version(), self.spec.kind, rev, initial_events_end);
+        json_frame(WatchEventType::Bookmark, &serde_json::to_vec(&obj).unwrap_or_default())
+    }
+
+    /// The next frame to send, or `None` when the watch ends.
+    async fn next_frame(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        loop {
+            tokio::select! {
+                item = self.watcher.next() => match item? {
+                    WatchItem::Event { kind, event } => {
+                        let t = event_type(kind);
+                        let bytes = match self.opts.output {
+                            Output::Json | Output::Yaml | Output::DiscoveryV2 => event.encoded(MediaSlot::Json, |o| {
+                                Bytes::from(serde_json::to_vec(o).unwrap_or_default())
+                            }),
+                            _ => self.encode_object(&event.object),
+                        };
+                        return Some(json_frame(t, &bytes));
+                    }
+                    WatchItem::Bookmark(rev) => {
+                        if self.opts.allow_bookmarks {
+                            return Some(self.bookmark(rev, false));
+                        }
+                    }
+                    WatchItem::InitialEventsEnd(rev) => {
+                        if self.opts.send_initial_events && self.opts.allow_bookmarks {
+                            return Some(self.bookmark(rev, true));
+                        }
+                    }
+                    WatchItem::Terminated { reason: TerminateReason::Expired, last_delivered } => {
+                        self.done = true;
+                        let err = ApiError::resource_expired(format!("too old resource version: {last_delivered}"));
+                        let status = serde_json::to_vec(&err.to_status()).unwrap_or_default();
+                        return Some(json_frame(WatchEventType::Error, &status));
+                    }
+                    // Too slow or shut down: end the stream; the client resumes from its last
+                    // resourceVersion.
+                    WatchItem::Terminated { .. } => return None,
+                },
+                _ = tokio::time::sleep_until(self.deadline) => return None,
+                changed = self.shutdown.changed() => {
+                    if changed.is_err() || *self.shutdown.borrow() {
+                        return None;
+                    }
+                }
+                _ = tokio::time::sleep_until(self.next_bookmark), if self.opts.allow_bookmarks => {
+                    self.watcher.request_bookmark();
+                    self.next_bookmark = Instant::now() + self.bookmark_interval;
+                }
+            }
+        }
+    }
+}
+
+/// Starts streaming a watch response.
+pub fn respond(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, watcher: Watcher, opts: WatchOptions) -> Response<Body> {
+    let now = Instant::now();
+    let state = StreamState {
+        watcher,
+        spec,
+        opts,
+        deadline: now + opts.timeout,
+        next_bookmark: now + srv.options.bookmark_interval,
+        bookmark_interval: srv.options.bookmark_interval,
+        shutdown: srv.lifecycle.shutdown_signal(),
+        first_table: true,
+        done: false,
+    };
+    let frames = futures_util::stream::unfold(state, |mut st| async move {
+        let frame = st.next_frame().await?;
+        Some((Ok::<_, std::convert::Infallible>(Frame::data(frame)), st))
+    });
+    let mut resp = Response::new(StreamBody::new(frames.boxed()).boxed_unsync());
+    *resp.status_mut() = StatusCode::OK;
+    let ct = match opts.output {
+        Output::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
+        _ => "application/json",
+    };
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    resp
+}

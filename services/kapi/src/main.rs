@@ -1,0 +1,159 @@
+//! `kapi`: aggregator, core and extensions tiers in one process on embedded SQLite.
+//!
+//! Thin by design: flags -> [`kapi_server::Options`] -> [`kapi_server::run`].
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Exit code for bad command lines (sysexits EX_USAGE).
+const EX_USAGE: u8 = 64;
+
+/// A Kubernetes API server in Rust. Flags follow kube-apiserver's names.
+#[derive(Debug, Parser)]
+#[command(name = "kapi", version, about)]
+struct Cli {
+    /// The IP address on which to listen for the --secure-port port.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_address: IpAddr,
+    /// The port on which to serve HTTPS with authentication and authorization (0: pick a free port).
+    #[arg(long, default_value_t = 6443)]
+    secure_port: u16,
+    /// Directory for the SQLite database, generated certificates and the admin kubeconfig.
+    #[arg(long, default_value = "./kapi-data")]
+    data_dir: PathBuf,
+    /// File containing the default x509 certificate for HTTPS (generated when absent).
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// File containing the default x509 private key matching --tls-cert-file.
+    #[arg(long)]
+    tls_private_key_file: Option<PathBuf>,
+    /// CA bundle for client certificates (CN = user, O = groups); the generated CA when absent.
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Duration a non-long-running request may take before it times out (Go duration, e.g. 1m0s).
+    #[arg(long, default_value = "1m0s", value_parser = parse_go_duration)]
+    request_timeout: Duration,
+    /// Minimum duration of a watch; each watch lasts a random time in [min, 2*min].
+    #[arg(long, default_value = "1800", value_parser = parse_seconds)]
+    min_request_timeout: Duration,
+    /// Time to keep serving after SIGTERM while /readyz fails, so load balancers notice.
+    #[arg(long, default_value = "0s", value_parser = parse_go_duration)]
+    shutdown_delay_duration: Duration,
+    /// How long the change log is kept for watch resumption and paginated lists.
+    #[arg(long, default_value = "5m0s", value_parser = parse_go_duration)]
+    storage_compaction_window: Duration,
+    /// Events kept per resource in the watch cache.
+    #[arg(long, default_value_t = 4096)]
+    watch_cache_size: usize,
+    /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    s.parse::<u64>().map(Duration::from_secs).map_err(|_| format!("invalid number of seconds {s:?}"))
+}
+
+/// Parses Go's `time.ParseDuration` syntax (`1h2m3.5s`, `500ms`, `0`), as kube-apiserver flags use.
+fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if num_len == 0 {
+            return Err(format!("invalid duration {s:?}"));
+        }
+        let n: f64 = rest[..num_len].parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(format!("missing unit in duration {s:?}")),
+            u => return Err(format!("unknown unit {u:?} in duration {s:?}")),
+        };
+        total += n * factor;
+        rest = &rest[unit_len..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EX_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    if cli.tls_cert_file.is_some() != cli.tls_private_key_file.is_some() {
+        eprintln!("error: --tls-cert-file and --tls-private-key-file must be given together");
+        return ExitCode::from(EX_USAGE);
+    }
+    let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log_level) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: invalid --log-level {:?}: {e}", cli.log_level);
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+
+    let opts = kapi_server::Options {
+        bind_address: cli.bind_address,
+        secure_port: cli.secure_port,
+        data_dir: cli.data_dir,
+        tls_cert_file: cli.tls_cert_file,
+        tls_private_key_file: cli.tls_private_key_file,
+        client_ca_file: cli.client_ca_file,
+        request_timeout: cli.request_timeout,
+        min_request_timeout: cli.min_request_timeout,
+        shutdown_delay: cli.shutdown_delay_duration,
+        compaction_window: cli.storage_compaction_window,
+        watch_cache_size: cli.watch_cache_size,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(kapi_server::run(opts)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("1m0s").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_go_duration("1h2m3s").unwrap(), Duration::from_secs(3723));
+        assert_eq!(parse_go_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_go_duration("10").is_err());
+        assert!(parse_go_duration("abc").is_err());
+    }
+}
