@@ -127,7 +127,14 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     let tls_config = tls::server_config(&cert_pem, &key_pem, Some(&client_ca))?;
 
     let db_path = opts.data_dir.join("kapi.db");
-    let sqlite_config = SqliteConfig { retention: opts.compaction_window, ..SqliteConfig::default() };
+    // Compact at least as often as the window is long, so a short window (tests, small
+    // deployments) really bounds the log; never more than once a second.
+    let defaults = SqliteConfig::default();
+    let sqlite_config = SqliteConfig {
+        retention: opts.compaction_window,
+        compaction_interval: defaults.compaction_interval.min(opts.compaction_window).max(Duration::from_secs(1)),
+        ..defaults
+    };
     let store: DynStore = open_sqlite(db_path, sqlite_config).await?;
     let caches = CacheSet::start(store.clone(), cached_prefixes(), CacheConfig { window: opts.watch_cache_size, ..CacheConfig::default() }).await?;
     let rest = RestStore::new(store, caches.clone());
@@ -145,6 +152,15 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     };
     pki::write_admin_kubeconfig(&opts.data_dir.join("kubeconfig"), &format!("https://{client_addr}"), &pki)?;
 
+    // Building every schema takes a moment of CPU: do it before serving, off the async workers.
+    let openapi = Arc::new(kapi_openapi::OpenApi::new(crate::handlers::openapi::served_resources()));
+    let warm = openapi.clone();
+    let started = std::time::Instant::now();
+    tokio::task::spawn_blocking(move || warm.warm())
+        .await
+        .map_err(|e| StartError::Io { context: "building the OpenAPI documents".into(), source: std::io::Error::other(e.to_string()) })?;
+    tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "OpenAPI documents built");
+
     let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(vec![Box::new(X509Authenticator)]));
     let srv = Arc::new(ApiServer {
         rest: rest.clone(),
@@ -158,6 +174,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
             ..ServingOptions::default()
         },
         lifecycle: Lifecycle::new(),
+        openapi,
     });
 
     bootstrap::run(&rest, local.port()).await.map_err(StartError::Bootstrap)?;

@@ -222,6 +222,8 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         _ if path.starts_with("/apis/") && path.matches('/').count() == 2 => {
             discovery_doc(discovery::api_group_doc(&path["/apis/".len()..]), None)
         }
+        p if p.starts_with("/openapi/") => crate::handlers::openapi::handle(&srv.openapi, p, &query, accept)
+            .unwrap_or_else(|| response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8")),
         "/version" => response::object(StatusCode::OK, &system::version(), Output::Json),
         "/metrics" => response::text(StatusCode::OK, srv.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"),
         p if p == "/healthz" || p == "/livez" || p == "/readyz" || p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {

@@ -6,6 +6,7 @@
 
 pub mod bootstrap;
 pub mod config;
+pub mod field_validation;
 pub mod handler;
 pub mod handlers;
 pub mod metrics;

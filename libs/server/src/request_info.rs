@@ -70,17 +70,14 @@ impl RequestInfo {
         }
         if rest.first() == Some(&"namespaces") && rest.len() > 1 {
             info.namespace = rest[1].to_owned();
-            if rest.len() > 2 {
+            // `namespaces/<ns>/status` and `/finalize` are subresources of the namespace itself.
+            if rest.len() > 2 && !matches!(rest[2], "status" | "finalize") {
                 rest = &rest[2..];
             }
         }
         info.resource = rest.first().map(|s| (*s).to_owned()).unwrap_or_default();
         info.name = rest.get(1).map(|s| (*s).to_owned()).unwrap_or_default();
         info.subresource = rest.get(2).map(|s| (*s).to_owned()).unwrap_or_default();
-        // `/api/v1/namespaces/foo` names the namespace object itself.
-        if info.resource == "namespaces" && info.name.is_empty() && !info.namespace.is_empty() && rest.len() == 2 {
-            info.name = info.namespace.clone();
-        }
         info.verb = match *method {
             Method::GET | Method::HEAD if watch_path || query_flag(query, "watch") => "watch",
             Method::GET | Method::HEAD if info.name.is_empty() => "list",

@@ -97,4 +97,6 @@ pub struct ApiServer {
     pub options: ServingOptions,
     /// Readiness and shutdown.
     pub lifecycle: Lifecycle,
+    /// OpenAPI documents and the schemas behind field validation.
+    pub openapi: Arc<kapi_openapi::OpenApi>,
 }

@@ -19,6 +19,7 @@ use kapi_registry::rest::{DeleteOptions, ListParams};
 use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
+use crate::field_validation::{self, FieldValidation, Source};
 use crate::negotiation::{content_essence, decode_body, negotiate, Negotiable, Output};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
@@ -71,13 +72,37 @@ fn dry_run(query: &Query) -> Result<bool, ApiError> {
     }
 }
 
-fn field_validation(query: &Query) -> Result<(), ApiError> {
-    match query.get("fieldValidation") {
-        None | Some("" | "Ignore" | "Warn" | "Strict") => Ok(()),
-        Some(v) => Err(ApiError::bad_request(format!(
-            "fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
-        ))),
+/// The raw JSON of a body, for duplicate-field detection (YAML bodies are parsed first).
+fn raw_json<'a>(content_type: Option<&str>, body: &'a [u8]) -> Option<&'a [u8]> {
+    match content_essence(content_type).as_deref() {
+        None | Some("application/json") => Some(body),
+        _ => None,
     }
+}
+
+/// Decodes a create/update body and applies `fieldValidation`, collecting the warnings to send.
+fn decode_checked(
+    srv: &ApiServer,
+    spec: &ResourceSpec,
+    query: &Query,
+    content_type: Option<&str>,
+    body: &[u8],
+    warnings: &mut Vec<String>,
+) -> Result<Value, ApiError> {
+    let mode = FieldValidation::from_query(query)?;
+    let obj = decode_body(content_type, body)?;
+    warnings.extend(field_validation::check(&srv.openapi, mode, spec, &obj, Source::Body(raw_json(content_type, body)))?);
+    Ok(obj)
+}
+
+/// Adds `Warning` headers, as kube-apiserver does for field validation in Warn mode.
+fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for text in warnings {
+        if let Ok(v) = http::HeaderValue::from_str(&field_validation::warning_header(text)) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    resp
 }
 
 async fn dispatch(
@@ -114,21 +139,22 @@ async fn dispatch(
         "list" => list(srv, &strategy, ns, query, output).await,
         "watch" => watch(srv, &strategy, ns, info, query, output).await,
         "create" => {
-            field_validation(query)?;
-            let obj = decode_body(content_type, &body)?;
+            let mut warnings = Vec::new();
+            let obj = decode_checked(srv, spec, query, content_type, &body, &mut warnings)?;
             let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?).await?;
-            Ok(single(spec, &created, output, query, StatusCode::CREATED)?)
+            Ok(with_warnings(single(spec, &created, output, query, StatusCode::CREATED)?, &warnings))
         }
         "update" => {
-            field_validation(query)?;
-            let obj = decode_body(content_type, &body)?;
+            let mut warnings = Vec::new();
+            let obj = decode_checked(srv, spec, query, content_type, &body, &mut warnings)?;
             let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?).await?;
-            Ok(single(spec, &updated, output, query, StatusCode::OK)?)
+            Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         "patch" => {
-            field_validation(query)?;
-            let patched = patch(srv, &strategy, ns, name, content_type, &body, WriteTarget::Main, dry_run(query)?).await?;
-            Ok(single(spec, &patched, output, query, StatusCode::OK)?)
+            let mode = FieldValidation::from_query(query)?;
+            let (patched, warnings) =
+                patch(srv, &strategy, ns, name, content_type, &body, WriteTarget::Main, dry_run(query)?, mode).await?;
+            Ok(with_warnings(single(spec, &patched, output, query, StatusCode::OK)?, &warnings))
         }
         "delete" => {
             let opts = delete_options(query, &body)?;
@@ -402,15 +428,25 @@ async fn patch(
     body: &[u8],
     target: WriteTarget,
     dry_run: bool,
-) -> Result<Value, ApiError> {
+    mode: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
     // Reject an unsupported patch type before reading anything.
     match content_essence(content_type).as_deref() {
         Some("application/json-patch+json" | "application/merge-patch+json") => {}
         _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
     }
-    srv.rest
-        .update_with(strategy, ns, name, target, dry_run, |current| apply_patch(content_type, body, current))
-        .await
+    let spec = strategy.spec();
+    let mut warnings = Vec::new();
+    let patched = srv
+        .rest
+        .update_with(strategy, ns, name, target, dry_run, |current| {
+            let patched = apply_patch(content_type, body, current)?;
+            // Only the last attempt's warnings describe the stored result.
+            warnings = field_validation::check(&srv.openapi, mode, spec, &patched, Source::Patched)?;
+            Ok(patched)
+        })
+        .await?;
+    Ok((patched, warnings))
 }
 
 fn scale_selector(obj: &Value, kind: &str) -> String {
@@ -504,13 +540,15 @@ async fn subresource(
             single(spec, &obj, output, query, StatusCode::OK)
         }
         ("status", "update") => {
-            let obj = decode_body(content_type, &body)?;
+            let mut warnings = Vec::new();
+            let obj = decode_checked(srv, spec, query, content_type, &body, &mut warnings)?;
             let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry).await?;
-            single(spec, &updated, output, query, StatusCode::OK)
+            Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         ("status", "patch") => {
-            let patched = patch(srv, strategy, ns, name, content_type, &body, WriteTarget::Status, dry).await?;
-            single(spec, &patched, output, query, StatusCode::OK)
+            let mode = FieldValidation::from_query(query)?;
+            let (patched, warnings) = patch(srv, strategy, ns, name, content_type, &body, WriteTarget::Status, dry, mode).await?;
+            Ok(with_warnings(single(spec, &patched, output, query, StatusCode::OK)?, &warnings))
         }
         ("scale", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
