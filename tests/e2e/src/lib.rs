@@ -1,0 +1,537 @@
+//! End-to-end harness: starts the real `kapi` binary on a private data dir and a free port, and
+//! drives it with real clients (kubectl, curl, the Python client).
+//!
+//! Every wait is bounded, every process is stopped by its PID, and the server log is printed when
+//! a test panics so a failure can be diagnosed from the test output alone.
+
+#![forbid(unsafe_code)]
+
+mod process;
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+pub use process::{run_with_timeout, OutputExt, Streaming};
+
+/// How long the server may take to print its "Serving securely on" line.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a graceful shutdown may take before the harness falls back to SIGKILL.
+const TERMINATE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Upper bound for any single client command (kubectl, curl) run by the harness.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+const READY_LINE: &str = "Serving securely on ";
+
+/// Why the harness could not do what a test asked. Tests usually `expect` these: a harness
+/// failure is a test failure, but the message must say which step broke.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("cannot find the kapi binary at {0} (build it with `cargo build -p kapi` or set KAPI_BIN)")]
+    BinaryMissing(PathBuf),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+    #[error("kapi exited before it was ready ({status}); log:\n{log}")]
+    ExitedEarly { status: String, log: String },
+    #[error("kapi did not print its ready line within {timeout:?}; log:\n{log}")]
+    StartTimeout { timeout: Duration, log: String },
+    #[error("cannot parse the ready line {0:?}")]
+    BadReadyLine(String),
+    #[error("command {command} timed out after {timeout:?}")]
+    Timeout { command: String, timeout: Duration },
+    #[error("cannot find {0} on PATH")]
+    NotOnPath(String),
+    #[error("kapi is not running")]
+    NotRunning,
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
+    let context = context.into();
+    move |source| HarnessError::Io { context, source }
+}
+
+/// Locates the kapi binary: `KAPI_BIN`, or `target/debug/kapi` next to the test's deps folder.
+pub fn kapi_binary() -> Result<PathBuf, HarnessError> {
+    if let Some(bin) = std::env::var_os("KAPI_BIN") {
+        let bin = PathBuf::from(bin);
+        return if bin.is_file() { Ok(bin) } else { Err(HarnessError::BinaryMissing(bin)) };
+    }
+    let exe = std::env::current_exe().map_err(io_err("reading the test executable path"))?;
+    let candidate = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|debug| debug.join("kapi"))
+        .ok_or_else(|| HarnessError::BinaryMissing(exe.clone()))?;
+    if candidate.is_file() {
+        Ok(candidate)
+    } else {
+        Err(HarnessError::BinaryMissing(candidate))
+    }
+}
+
+/// Finds `name` on PATH, the way a shell's `command -v` does.
+pub fn which(name: &str) -> Result<PathBuf, HarnessError> {
+    let path = std::env::var_os("PATH").ok_or_else(|| HarnessError::NotOnPath(name.to_owned()))?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| HarnessError::NotOnPath(name.to_owned()))
+}
+
+/// The versioned kubectl (`kubectl.1.27`, ...) installed beside the real default kubectl.
+pub fn versioned_kubectl(version: &str) -> Result<PathBuf, HarnessError> {
+    let default = which("kubectl")?;
+    let real = std::fs::canonicalize(&default).map_err(io_err(format!("resolving {}", default.display())))?;
+    let dir = real.parent().ok_or_else(|| HarnessError::NotOnPath(format!("kubectl.{version}")))?;
+    let candidate = dir.join(format!("kubectl.{version}"));
+    if candidate.is_file() {
+        Ok(candidate)
+    } else {
+        Err(HarnessError::NotOnPath(candidate.display().to_string()))
+    }
+}
+
+/// Result of a raw HTTPS request: the status code and the body (JSON when it parses, else a
+/// JSON string holding the raw text).
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub body: Value,
+    pub raw: String,
+}
+
+impl HttpResponse {
+    /// `reason` of a `metav1.Status` body (empty when absent).
+    pub fn reason(&self) -> &str {
+        self.body.get("reason").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// `message` of a `metav1.Status` body (empty when absent).
+    pub fn message(&self) -> &str {
+        self.body.get("message").and_then(Value::as_str).unwrap_or("")
+    }
+}
+
+/// One raw request for [`Kapi::request`]; a builder so bad-input tables stay readable.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub body: Option<Vec<u8>>,
+    pub content_type: Option<String>,
+    pub accept: Option<String>,
+    /// Send the admin client certificate (false: anonymous TLS client).
+    pub client_cert: bool,
+}
+
+impl Request {
+    pub fn new(method: &str, path: &str) -> Self {
+        Self {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            body: None,
+            content_type: None,
+            accept: Some("application/json".to_owned()),
+            client_cert: true,
+        }
+    }
+
+    pub fn get(path: &str) -> Self {
+        Self::new("GET", path)
+    }
+
+    /// A JSON body with `application/json`.
+    pub fn json(mut self, body: &Value) -> Self {
+        self.body = Some(body.to_string().into_bytes());
+        self.content_type = Some("application/json".to_owned());
+        self
+    }
+
+    /// Raw bytes with an explicit content type.
+    pub fn raw(mut self, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Some(body.into());
+        self.content_type = Some(content_type.to_owned());
+        self
+    }
+
+    pub fn accept(mut self, accept: &str) -> Self {
+        self.accept = Some(accept.to_owned());
+        self
+    }
+
+    pub fn without_client_cert(mut self) -> Self {
+        self.client_cert = false;
+        self
+    }
+}
+
+/// Shared log sink: both output pipes append here so the order of lines is roughly preserved.
+type LogSink = Arc<Mutex<File>>;
+
+/// A running (or stopped) kapi on its own temp data dir. Dropping it kills the process and
+/// removes the data dir; when the current thread is panicking the log is printed first.
+pub struct Kapi {
+    dir: TempDir,
+    args: Vec<String>,
+    child: Option<Child>,
+    port: u16,
+    log_path: PathBuf,
+    pumps: Vec<JoinHandle<()>>,
+}
+
+impl Kapi {
+    /// Starts kapi with default flags on a fresh data dir.
+    pub fn start() -> Result<Self, HarnessError> {
+        Self::start_with(&[])
+    }
+
+    /// Starts kapi with extra flags (for example `--watch-cache-size 8`) on a fresh data dir.
+    pub fn start_with(args: &[&str]) -> Result<Self, HarnessError> {
+        let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
+        let log_path = dir.path().join("kapi.log");
+        let mut kapi = Self {
+            dir,
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            child: None,
+            port: 0,
+            log_path,
+            pumps: Vec::new(),
+        };
+        kapi.spawn()?;
+        Ok(kapi)
+    }
+
+    /// Starts a stopped server again on the same data dir and flags (it picks a new port and
+    /// rewrites the kubeconfig).
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        if self.child.is_some() {
+            self.kill9();
+        }
+        self.spawn()
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn spawn(&mut self) -> Result<(), HarnessError> {
+        let bin = kapi_binary()?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(io_err(format!("opening {}", self.log_path.display())))?;
+        let sink: LogSink = Arc::new(Mutex::new(log));
+        let mut cmd = Command::new(&bin);
+        cmd.arg("--secure-port")
+            .arg("0")
+            .arg("--bind-address")
+            .arg("127.0.0.1")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(io_err(format!("spawning {}", bin.display())))?;
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<String>(16);
+        if let Some(out) = child.stdout.take() {
+            self.pumps.push(pump(out, sink.clone(), Some(ready_tx)));
+        }
+        if let Some(err) = child.stderr.take() {
+            self.pumps.push(pump(err, sink, None));
+        }
+        self.child = Some(child);
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.kill9();
+                return Err(HarnessError::StartTimeout { timeout: START_TIMEOUT, log: self.log() });
+            }
+            match ready_rx.recv_timeout(left.min(Duration::from_millis(500))) {
+                Ok(line) => {
+                    if let Some(rest) = line.split(READY_LINE).nth(1) {
+                        let port = rest
+                            .trim()
+                            .rsplit(':')
+                            .next()
+                            .and_then(|p| p.parse::<u16>().ok())
+                            .ok_or_else(|| HarnessError::BadReadyLine(line.clone()))?;
+                        self.port = port;
+                        return Ok(());
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self
+                        .child
+                        .as_mut()
+                        .map(|c| match c.wait() {
+                            Ok(s) => s.to_string(),
+                            Err(e) => e.to_string(),
+                        })
+                        .unwrap_or_default();
+                    self.child = None;
+                    self.join_pumps();
+                    return Err(HarnessError::ExitedEarly { status, log: self.log() });
+                }
+            }
+        }
+    }
+
+    fn join_pumps(&mut self) {
+        for p in self.pumps.drain(..) {
+            let _ = p.join();
+        }
+    }
+
+    /// The process id of the running server.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data_dir().join("kubeconfig")
+    }
+
+    pub fn pki_dir(&self) -> PathBuf {
+        self.data_dir().join("pki")
+    }
+
+    /// Everything the server printed so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// SIGKILL (no chance to flush or clean up) and reap the process.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.join_pumps();
+    }
+
+    /// SIGTERM through the `kill` command, then wait (bounded) for a clean exit. Returns the exit
+    /// code (None when it had to be SIGKILLed or died by a signal).
+    pub fn terminate(&mut self) -> Result<Option<i32>, HarnessError> {
+        let mut child = self.child.take().ok_or(HarnessError::NotRunning)?;
+        let pid = child.id().to_string();
+        let out = run_with_timeout(Command::new("kill").args(["-TERM", &pid]), Duration::from_secs(10))?;
+        if !out.status.success() {
+            let _ = child.kill();
+        }
+        let deadline = Instant::now() + TERMINATE_TIMEOUT;
+        let code = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status.code(),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        self.join_pumps();
+        Ok(code)
+    }
+
+    /// Sends a signal (for example "KILL") by PID through the `kill` command without reaping
+    /// the process, so other threads can keep using `&self` while the server dies under them.
+    pub fn signal(&self, sig: &str) -> Result<(), HarnessError> {
+        let pid = self.pid().ok_or(HarnessError::NotRunning)?.to_string();
+        let out = run_with_timeout(Command::new("kill").arg(format!("-{sig}")).arg(&pid), Duration::from_secs(10))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(HarnessError::Io {
+                context: format!("kill -{sig} {pid}"),
+                source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()),
+            })
+        }
+    }
+
+    /// Runs the default `kubectl` against this server.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with(Path::new("kubectl"), args)
+    }
+
+    /// Runs `kubectl.<version>` (for example "1.27") against this server.
+    pub fn kubectl_as(&self, version: &str, args: &[&str]) -> Output {
+        match versioned_kubectl(version) {
+            Ok(bin) => self.kubectl_with(&bin, args),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Runs the given kubectl binary with `--kubeconfig` set, bounded by [`COMMAND_TIMEOUT`].
+    pub fn kubectl_with(&self, bin: &Path, args: &[&str]) -> Output {
+        let mut cmd = self.kubectl_command(bin, args);
+        match run_with_timeout(&mut cmd, COMMAND_TIMEOUT) {
+            Ok(out) => out,
+            Err(e) => panic!("kubectl {}: {e}", args.join(" ")),
+        }
+    }
+
+    /// A ready-to-spawn kubectl command (for background use such as `get --watch`).
+    pub fn kubectl_command(&self, bin: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin);
+        cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
+        // Keep kubectl away from the user's cache and config.
+        cmd.env("KUBECACHEDIR", self.dir.path().join("kubecache"));
+        cmd.env_remove("KUBECONFIG");
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// One HTTPS request through curl with the admin client certificate (unless told not to).
+    pub fn request(&self, req: &Request) -> HttpResponse {
+        match self.try_request(req) {
+            Ok(r) => r,
+            Err(e) => panic!("{} {}: {e}", req.method, req.path),
+        }
+    }
+
+    pub fn try_request(&self, req: &Request) -> Result<HttpResponse, HarnessError> {
+        let pki = self.pki_dir();
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "30", "-X", &req.method, "-w", "\n%{http_code}"])
+            .arg("--cacert")
+            .arg(pki.join("ca.crt"));
+        if req.client_cert {
+            cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
+        }
+        if let Some(accept) = &req.accept {
+            cmd.arg("-H").arg(format!("Accept: {accept}"));
+        }
+        if let Some(ct) = &req.content_type {
+            cmd.arg("-H").arg(format!("Content-Type: {ct}"));
+        }
+        let body_file = match &req.body {
+            Some(body) => {
+                let f = tempfile::NamedTempFile::new_in(self.dir.path()).map_err(io_err("creating a body file"))?;
+                std::fs::write(f.path(), body).map_err(io_err("writing a body file"))?;
+                cmd.arg("--data-binary").arg(format!("@{}", f.path().display()));
+                Some(f)
+            }
+            None => None,
+        };
+        cmd.arg(format!("{}{}", self.url(), req.path));
+        let out = run_with_timeout(&mut cmd, COMMAND_TIMEOUT)?;
+        drop(body_file);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (raw, code) = match text.rsplit_once('\n') {
+            Some((raw, code)) => (raw.to_owned(), code.trim().to_owned()),
+            None => (String::new(), text.trim().to_owned()),
+        };
+        let status = code.parse::<u16>().unwrap_or(0);
+        let body = serde_json::from_str(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
+        Ok(HttpResponse { status, body, raw })
+    }
+
+    /// GET returning the parsed JSON body; panics (with the answer) unless the status is 200.
+    pub fn get_json(&self, path: &str) -> Value {
+        let r = self.request(&Request::get(path));
+        assert_eq!(r.status, 200, "GET {path}: {}", r.raw);
+        r.body
+    }
+}
+
+impl Drop for Kapi {
+    fn drop(&mut self) {
+        self.kill9();
+        if std::thread::panicking() {
+            eprintln!("===== kapi log ({}) =====\n{}\n===== end of kapi log =====", self.log_path.display(), self.log());
+        }
+    }
+}
+
+/// Copies a child's pipe line by line into the log; stdout lines also go to `ready` (until the
+/// receiver is gone) so `spawn` can see the ready line.
+fn pump(pipe: impl Read + Send + 'static, sink: LogSink, ready: Option<mpsc::SyncSender<String>>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut ready = ready;
+        let mut reader = BufReader::new(pipe);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if let Ok(mut f) = sink.lock() {
+                        let _ = f.write_all(line.as_bytes());
+                    }
+                    if let Some(tx) = &ready {
+                        if tx.send(line.trim_end().to_owned()).is_err() || line.contains(READY_LINE) {
+                            ready = None;
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The directory holding the e2e fixtures.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+/// Polls `check` every 200 ms until it returns Some or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_builder_sets_json_body_and_type() {
+        let r = Request::new("POST", "/api/v1/namespaces").json(&serde_json::json!({"a": 1}));
+        assert_eq!(r.content_type.as_deref(), Some("application/json"));
+        assert_eq!(r.body.as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert!(r.client_cert);
+        assert!(!r.clone().without_client_cert().client_cert);
+    }
+
+    #[test]
+    fn which_finds_sh_and_rejects_missing() {
+        assert!(which("sh").is_ok());
+        assert!(matches!(which("definitely-not-a-command-xyz"), Err(HarnessError::NotOnPath(_))));
+    }
+
+    #[test]
+    fn wait_for_times_out() {
+        let start = Instant::now();
+        assert_eq!(wait_for(Duration::from_millis(300), || None::<()>), None);
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        assert_eq!(wait_for(Duration::from_secs(1), || Some(3)), Some(3));
+    }
+}
