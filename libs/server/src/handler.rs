@@ -1,194 +1,56 @@
-//! The request path: kube-apiserver's `DefaultBuildHandlerChain` in one place, outermost first,
-//! then the router.
-//!
-//! Order and why:
-//! 1. panic recovery — a bug in one request answers 500 instead of dropping the connection;
-//! 2. request info — every later step reads the parsed verb/resource;
-//! 3. metrics — times everything after it, including rejected requests;
-//! 4. authentication — 401 before any work is done for unknown callers;
-//! 5. authorization — 403 with kube's message before reading the body;
-//! 6. body limit — 413 before decoding;
-//! 7. timeout — non-long-running requests end with 504 after `--request-timeout`.
+//! The router behind the filter chain ([`crate::filters`]): resource requests go to the
+//! generic resource handler, everything else (discovery, OpenAPI, version, metrics, health) to
+//! its own handler.
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures_util::FutureExt;
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use kapi_apimachinery::ApiError;
-use kapi_auth::{Attributes, AuthOutcome, AuthRequest, Decision, UserInfo};
+use tower::Service;
 
+use crate::filters::ResponseFuture;
 use crate::handlers::{discovery, resource, system};
-use crate::metrics::{metric_verb, RequestLabels};
 use crate::negotiation::{negotiate, Negotiable, Output};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
 use crate::state::ApiServer;
 
-/// What the connection knows about its peer.
-#[derive(Debug, Default, Clone)]
-pub struct ConnInfo {
-    /// Verified client certificate chain (DER, leaf first), if the client sent one.
-    pub peer_certificates: Option<Vec<Vec<u8>>>,
+/// The innermost service: reads the [`RequestInfo`] the chain parsed and dispatches.
+#[derive(Clone)]
+pub struct Router {
+    srv: Arc<ApiServer>,
 }
 
-/// Paths kube-apiserver's default policy (`system:public-info-viewer`) opens to everyone.
-fn is_public(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version" | "/version/")
-        || path.starts_with("/healthz/")
-        || path.starts_with("/livez/")
-        || path.starts_with("/readyz/")
-}
-
-fn header_str<'a>(req: &'a Request<Incoming>, name: http::header::HeaderName) -> Option<&'a str> {
-    req.headers().get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Serves one request through the whole chain.
-pub async fn serve(srv: Arc<ApiServer>, conn: Arc<ConnInfo>, req: Request<Incoming>) -> Response<Body> {
-    let started = Instant::now();
-    let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
-    let method = req.method().clone();
-    let dry_run = if Query::parse(req.uri().query()).get("dryRun").is_some() { "All" } else { "" };
-    let long_running = info.is_long_running();
-    if long_running && info.is_resource_request {
-        srv.metrics
-            .long_running
-            .with_label_values(&[&metric_verb(&method, &info.verb), &info.api_group, &info.api_version, &info.resource, &info.subresource, info.scope(), "apiserver"])
-            .inc();
-    }
-    let result = AssertUnwindSafe(filters(&srv, &conn, &info, req)).catch_unwind().await;
-    let resp = match result {
-        Ok(resp) => resp,
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into());
-            tracing::error!(path = %info.path, "handler panicked: {msg}");
-            response::error(&ApiError::internal("an error on the server has prevented the request from succeeding"), Output::Json)
-        }
-    };
-    if info.is_resource_request {
-        if long_running {
-            srv.metrics
-                .long_running
-                .with_label_values(&[&metric_verb(&method, &info.verb), &info.api_group, &info.api_version, &info.resource, &info.subresource, info.scope(), "apiserver"])
-                .dec();
-        }
-        srv.metrics.observe(
-            &RequestLabels {
-                verb: &metric_verb(&method, &info.verb),
-                dry_run,
-                group: &info.api_group,
-                version: &info.api_version,
-                resource: &info.resource,
-                subresource: &info.subresource,
-                scope: info.scope(),
-            },
-            resp.status().as_u16(),
-            started.elapsed().as_secs_f64(),
-        );
-    }
-    resp
-}
-
-fn authenticate(srv: &ApiServer, conn: &ConnInfo, req: &Request<Incoming>) -> Option<UserInfo> {
-    let auth_req = AuthRequest { peer_certificates: conn.peer_certificates.as_deref(), headers: req.headers() };
-    match srv.authenticator.authenticate(&auth_req) {
-        AuthOutcome::Authenticated(user) => Some(user),
-        AuthOutcome::NotApplicable | AuthOutcome::Rejected(_) => None,
+impl Router {
+    /// Routes to the handlers of `srv`.
+    pub fn new(srv: Arc<ApiServer>) -> Self {
+        Self { srv }
     }
 }
 
-/// kube's forbidden message: `pods is forbidden: User "alice" cannot list resource "pods" in API
-/// group "" in the namespace "b"`.
-fn forbidden_message(info: &RequestInfo, user: &UserInfo, reason: &str) -> String {
-    let mut msg = if info.is_resource_request {
-        let resource = if info.subresource.is_empty() { info.resource.clone() } else { format!("{}/{}", info.resource, info.subresource) };
-        let object = if info.name.is_empty() { resource.clone() } else { format!("{resource} \"{}\"", info.name) };
-        let mut m = format!(
-            "{object} is forbidden: User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\"",
-            user.name, info.verb, info.api_group
-        );
-        if info.namespace.is_empty() {
-            m.push_str(" at the cluster scope");
-        } else {
-            m.push_str(&format!(" in the namespace \"{}\"", info.namespace));
-        }
-        m
-    } else {
-        format!("forbidden: User \"{}\" cannot {} path \"{}\"", user.name, info.verb, info.path)
-    };
-    if !reason.is_empty() {
-        msg.push_str(&format!(": {reason}"));
-    }
-    msg
-}
+impl Service<Request<Bytes>> for Router {
+    type Response = Response<Body>;
+    type Error = std::convert::Infallible;
+    type Future = ResponseFuture;
 
-async fn filters(srv: &Arc<ApiServer>, conn: &ConnInfo, info: &RequestInfo, req: Request<Incoming>) -> Response<Body> {
-    let accept = header_str(&req, http::header::ACCEPT).map(str::to_owned);
-    let err_output = negotiate(accept.as_deref(), Negotiable::Resource).unwrap_or(Output::Json);
-    let user = authenticate(srv, conn, &req);
-    let Some(user) = user.or_else(|| {
-        is_public(info.path.as_str()).then(|| UserInfo {
-            name: "system:anonymous".into(),
-            uid: String::new(),
-            groups: vec!["system:unauthenticated".into()],
-            extra: Default::default(),
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Bytes>) -> Self::Future {
+        let srv = self.srv.clone();
+        Box::pin(async move {
+            let (mut parts, body) = req.into_parts();
+            let info = match parts.extensions.remove::<RequestInfo>() {
+                Some(info) => info,
+                None => RequestInfo::parse(&parts.method, parts.uri.path(), parts.uri.query()),
+            };
+            let accept = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_owned);
+            Ok(route(&srv, &info, &parts, accept.as_deref(), body).await)
         })
-    }) else {
-        return response::error(&ApiError::unauthorized(), err_output);
-    };
-    if !is_public(&info.path) {
-        let attrs = Attributes {
-            user: user.clone(),
-            verb: info.verb.clone(),
-            namespace: info.namespace.clone(),
-            api_group: info.api_group.clone(),
-            api_version: info.api_version.clone(),
-            resource: info.resource.clone(),
-            subresource: info.subresource.clone(),
-            name: info.name.clone(),
-            resource_request: info.is_resource_request,
-            path: info.path.clone(),
-        };
-        match srv.authorizer.authorize(&attrs) {
-            Decision::Allow => {}
-            Decision::Deny(reason) => {
-                return response::error(&ApiError::forbidden(forbidden_message(info, &user, &reason)), err_output)
-            }
-            Decision::NoOpinion => return response::error(&ApiError::forbidden(forbidden_message(info, &user, "")), err_output),
-        }
-    }
-    let (parts, body) = req.into_parts();
-    let body = if matches!(parts.method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
-        match Limited::new(body, srv.options.max_body_bytes).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-                return response::error(&ApiError::too_large(srv.options.max_body_bytes), err_output)
-            }
-            Err(e) => return response::error(&ApiError::bad_request(format!("error reading the request body: {e}")), err_output),
-        }
-    } else {
-        Bytes::new()
-    };
-    let route = route(srv, info, &parts, accept.as_deref(), body);
-    if info.is_long_running() {
-        return route.await;
-    }
-    match tokio::time::timeout(srv.options.request_timeout, route).await {
-        Ok(resp) => resp,
-        Err(_) => response::error(
-            &ApiError::timeout("request did not complete within the allotted timeout"),
-            err_output,
-        ),
     }
 }
 

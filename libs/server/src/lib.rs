@@ -7,6 +7,7 @@
 pub mod bootstrap;
 pub mod config;
 pub mod field_validation;
+pub mod filters;
 pub mod handler;
 pub mod handlers;
 pub mod metrics;

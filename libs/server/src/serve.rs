@@ -11,8 +11,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
-use crate::handler::{self, ConnInfo};
+use crate::filters::{self, ConnInfo};
 use crate::state::ApiServer;
 
 /// How long a client may take to finish the TLS handshake.
@@ -66,11 +67,11 @@ pub async fn serve(
                 .1
                 .peer_certificates()
                 .map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
-            let conn_info = Arc::new(ConnInfo { peer_certificates });
-            let service = service_fn(move |req| {
-                let srv = srv.clone();
-                let conn_info = conn_info.clone();
-                async move { Ok::<_, std::convert::Infallible>(handler::serve(srv, conn_info, req).await) }
+            let conn_info = ConnInfo { peer_certificates };
+            let chain = filters::chain(srv);
+            let service = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(conn_info.clone());
+                chain.clone().oneshot(req)
             });
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn.into_owned()).await {

@@ -1,0 +1,89 @@
+//! Who is calling (kube's `WithAuthentication`): the union authenticator decides; paths the
+//! default policy opens to everyone are served to anonymous callers; anything else is 401.
+
+use std::sync::Arc;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use kapi_apimachinery::ApiError;
+use kapi_auth::{AuthOutcome, AuthRequest, UserInfo};
+use tower::{Layer, ServiceExt};
+
+use super::{filter_service, ConnInfo, ErrorOutput};
+use crate::negotiation::Output;
+use crate::response::{self, Body};
+use crate::state::ApiServer;
+
+/// Paths kube-apiserver's default policy (`system:public-info-viewer`) opens to everyone.
+pub fn is_public(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz" | "/version" | "/version/")
+        || path.starts_with("/healthz/")
+        || path.starts_with("/livez/")
+        || path.starts_with("/readyz/")
+}
+
+/// Layer of [`WithAuthentication`].
+#[derive(Clone)]
+pub struct AuthenticationLayer {
+    srv: Arc<ApiServer>,
+}
+
+impl AuthenticationLayer {
+    /// Authenticates with `srv.authenticator`.
+    pub fn new(srv: Arc<ApiServer>) -> Self {
+        Self { srv }
+    }
+}
+
+impl<S> Layer<S> for AuthenticationLayer {
+    type Service = WithAuthentication<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        WithAuthentication { inner, srv: self.srv.clone() }
+    }
+}
+
+/// See the module docs.
+#[derive(Clone)]
+pub struct WithAuthentication<S> {
+    inner: S,
+    srv: Arc<ApiServer>,
+}
+
+fn anonymous() -> UserInfo {
+    UserInfo {
+        name: "system:anonymous".into(),
+        uid: String::new(),
+        groups: vec!["system:unauthenticated".into()],
+        extra: Default::default(),
+    }
+}
+
+async fn run<S>(srv: Arc<ApiServer>, inner: S, mut req: Request<Incoming>) -> Response<Body>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
+    S::Future: Send,
+{
+    let outcome = {
+        let conn = req.extensions().get::<ConnInfo>();
+        let auth_req = AuthRequest {
+            peer_certificates: conn.and_then(|c| c.peer_certificates.as_deref()),
+            headers: req.headers(),
+        };
+        srv.authenticator.authenticate(&auth_req)
+    };
+    let user = match outcome {
+        AuthOutcome::Authenticated(user) => user,
+        AuthOutcome::NotApplicable | AuthOutcome::Rejected(_) if is_public(req.uri().path()) => anonymous(),
+        AuthOutcome::NotApplicable | AuthOutcome::Rejected(_) => {
+            let output = req.extensions().get::<ErrorOutput>().map_or(Output::Json, |o| o.0);
+            return response::error(&ApiError::unauthorized(), output);
+        }
+    };
+    req.extensions_mut().insert(user);
+    match inner.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
+filter_service!(WithAuthentication<S> { srv: Arc<ApiServer> }, Incoming, run);

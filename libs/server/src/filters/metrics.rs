@@ -1,0 +1,85 @@
+//! `apiserver_request_total`, `apiserver_request_duration_seconds` and
+//! `apiserver_longrunning_requests`, labelled as kube-apiserver labels them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use tower::{Layer, ServiceExt};
+
+use super::filter_service;
+use crate::metrics::{metric_verb, RequestLabels};
+use crate::query::Query;
+use crate::request_info::RequestInfo;
+use crate::response::Body;
+use crate::state::ApiServer;
+
+/// Layer of [`WithMetrics`].
+#[derive(Clone)]
+pub struct MetricsLayer {
+    srv: Arc<ApiServer>,
+}
+
+impl MetricsLayer {
+    /// Records into `srv.metrics`.
+    pub fn new(srv: Arc<ApiServer>) -> Self {
+        Self { srv }
+    }
+}
+
+impl<S> Layer<S> for MetricsLayer {
+    type Service = WithMetrics<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        WithMetrics { inner, srv: self.srv.clone() }
+    }
+}
+
+/// See the module docs.
+#[derive(Clone)]
+pub struct WithMetrics<S> {
+    inner: S,
+    srv: Arc<ApiServer>,
+}
+
+async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
+    S::Future: Send,
+{
+    let started = Instant::now();
+    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+    let verb = metric_verb(req.method(), &info.verb);
+    let dry_run = if Query::parse(req.uri().query()).get("dryRun").is_some() { "All" } else { "" };
+    let long_running = info.is_resource_request && info.is_long_running();
+    let long_running_labels =
+        [verb.as_str(), &info.api_group, &info.api_version, &info.resource, &info.subresource, info.scope(), "apiserver"];
+    if long_running {
+        srv.metrics.long_running.with_label_values(&long_running_labels).inc();
+    }
+    let resp = match inner.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    };
+    if info.is_resource_request {
+        if long_running {
+            srv.metrics.long_running.with_label_values(&long_running_labels).dec();
+        }
+        srv.metrics.observe(
+            &RequestLabels {
+                verb: &verb,
+                dry_run,
+                group: &info.api_group,
+                version: &info.api_version,
+                resource: &info.resource,
+                subresource: &info.subresource,
+                scope: info.scope(),
+            },
+            resp.status().as_u16(),
+            started.elapsed().as_secs_f64(),
+        );
+    }
+    resp
+}
+
+filter_service!(WithMetrics<S> { srv: Arc<ApiServer> }, Incoming, run);

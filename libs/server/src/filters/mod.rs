@@ -1,0 +1,100 @@
+//! kube-apiserver's handler chain (`DefaultBuildHandlerChain`) as tower layers, outermost first.
+//!
+//! Order and why:
+//! 1. [`panic_recovery`] — a bug in one request answers 500 instead of dropping the connection;
+//! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
+//! 3. [`metrics`] — times everything after it, including rejected requests;
+//! 4. [`authentication`] — 401 before any work is done for unknown callers;
+//! 5. [`authorization`] — 403 with kube's message before reading the body;
+//! 6. [`body_limit`] — 413 before decoding, and the body read into memory;
+//! 7. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`.
+//!
+//! What a filter learns travels in request extensions, as kube's filters use the request
+//! context: [`RequestInfo`](crate::request_info::RequestInfo), [`ErrorOutput`],
+//! [`UserInfo`](kapi_auth::UserInfo), and the connection's [`ConnInfo`].
+
+pub mod authentication;
+pub mod authorization;
+pub mod body_limit;
+pub mod metrics;
+pub mod panic_recovery;
+pub mod request_info;
+pub mod timeout;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use tower::{Service, ServiceBuilder};
+
+use crate::handler::Router;
+use crate::negotiation::Output;
+use crate::response::Body;
+use crate::state::ApiServer;
+
+/// The future every service in the chain returns.
+pub type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+/// What the connection knows about its peer; inserted by the listener.
+#[derive(Debug, Default, Clone)]
+pub struct ConnInfo {
+    /// Verified client certificate chain (DER, leaf first), if the client sent one.
+    pub peer_certificates: Option<Vec<Vec<u8>>>,
+}
+
+/// The representation errors are written in, negotiated once from `Accept`.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorOutput(pub Output);
+
+/// The whole chain in front of the router.
+pub fn chain(
+    srv: Arc<ApiServer>,
+) -> impl Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future = ResponseFuture> + Clone + Send + 'static {
+    ServiceBuilder::new()
+        .layer(panic_recovery::PanicRecoveryLayer)
+        .layer(request_info::RequestInfoLayer)
+        .layer(metrics::MetricsLayer::new(srv.clone()))
+        .layer(authentication::AuthenticationLayer::new(srv.clone()))
+        .layer(authorization::AuthorizationLayer::new(srv.clone()))
+        .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))
+        .layer(timeout::TimeoutLayer::new(srv.options.request_timeout))
+        .service(Router::new(srv))
+}
+
+/// Takes the ready inner service out of `slot`, leaving a fresh clone: tower's rule for calling
+/// a clone-able service from a `call` that returns a `'static` future.
+pub(crate) fn take_ready<S: Clone>(slot: &mut S) -> S {
+    let fresh = slot.clone();
+    std::mem::replace(slot, fresh)
+}
+
+/// Implements `Service` for a filter whose per-request work is the async fn `$run(self_fields, inner, req)`.
+macro_rules! filter_service {
+    ($name:ident<$s:ident> { $($field:ident : $ty:ty),* $(,)? }, $body:ty, $run:path) => {
+        impl<$s> tower::Service<http::Request<$body>> for $name<$s>
+        where
+            $s: tower::Service<http::Request<$body>, Response = http::Response<crate::response::Body>, Error = std::convert::Infallible, Future = crate::filters::ResponseFuture>
+                + Clone
+                + Send
+                + 'static,
+        {
+            type Response = http::Response<crate::response::Body>;
+            type Error = std::convert::Infallible;
+            type Future = crate::filters::ResponseFuture;
+
+            fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+                self.inner.poll_ready(cx)
+            }
+
+            fn call(&mut self, req: http::Request<$body>) -> Self::Future {
+                let inner = crate::filters::take_ready(&mut self.inner);
+                $(let $field = self.$field.clone();)*
+                Box::pin(async move { Ok($run($($field,)* inner, req).await) })
+            }
+        }
+    };
+}
+pub(crate) use filter_service;

@@ -1,0 +1,46 @@
+//! Parses the request once into [`RequestInfo`] and the error representation, for every later
+//! filter (kube's `WithRequestInfo`).
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use tower::{Layer, ServiceExt};
+
+use super::{filter_service, ErrorOutput};
+use crate::negotiation::{negotiate, Negotiable, Output};
+use crate::request_info::RequestInfo;
+use crate::response::Body;
+
+/// Layer of [`WithRequestInfo`].
+#[derive(Debug, Clone, Copy)]
+pub struct RequestInfoLayer;
+
+impl<S> Layer<S> for RequestInfoLayer {
+    type Service = WithRequestInfo<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        WithRequestInfo { inner }
+    }
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct WithRequestInfo<S> {
+    inner: S,
+}
+
+async fn run<S>(inner: S, mut req: Request<Incoming>) -> Response<Body>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
+    S::Future: Send,
+{
+    let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
+    let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+    let output = negotiate(accept, Negotiable::Resource).unwrap_or(Output::Json);
+    req.extensions_mut().insert(info);
+    req.extensions_mut().insert(ErrorOutput(output));
+    match inner.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
+filter_service!(WithRequestInfo<S> {}, Incoming, run);
