@@ -105,12 +105,18 @@ fn cached_prefixes() -> Vec<String> {
     prefixes
 }
 
-/// Starts kapi and serves until SIGTERM or SIGINT.
-pub async fn run(opts: Options) -> Result<(), StartError> {
-    tls::install_crypto_provider();
+/// What start-up prepares from disk before anything async runs: certificates, TLS and storage.
+struct Prepared {
+    pki: pki::Pki,
+    tls_config: Arc<rustls::ServerConfig>,
+    store: DynStore,
+}
+
+/// The blocking part of start-up (file IO, key generation, opening SQLite), run off the async
+/// workers.
+fn prepare(opts: &Options) -> Result<Prepared, StartError> {
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|source| StartError::Io { context: format!("creating {}", opts.data_dir.display()), source })?;
-
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     if !opts.bind_address.is_unspecified() {
         hosts.push(opts.bind_address.to_string());
@@ -126,7 +132,6 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     };
     let tls_config = tls::server_config(&cert_pem, &key_pem, Some(&client_ca))?;
 
-    let db_path = opts.data_dir.join("kapi.db");
     // Compact at least as often as the window is long, so a short window (tests, small
     // deployments) really bounds the log; never more than once a second.
     let defaults = SqliteConfig::default();
@@ -135,7 +140,24 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         compaction_interval: defaults.compaction_interval.min(opts.compaction_window).max(Duration::from_secs(1)),
         ..defaults
     };
-    let store: DynStore = open_sqlite(db_path, sqlite_config).await?;
+    let store: DynStore = SqliteStore::open(&opts.data_dir.join("kapi.db"), sqlite_config)?;
+    Ok(Prepared { pki, tls_config, store })
+}
+
+/// Runs blocking start-up work on the blocking pool.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, StartError> + Send + 'static) -> Result<T, StartError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| StartError::Io { context: "start-up task".into(), source: std::io::Error::other(e.to_string()) })?
+}
+
+/// Starts kapi and serves until SIGTERM or SIGINT.
+pub async fn run(opts: Options) -> Result<(), StartError> {
+    tls::install_crypto_provider();
+    let Prepared { pki, tls_config, store } = {
+        let opts = opts.clone();
+        blocking(move || prepare(&opts)).await?
+    };
     let caches = CacheSet::start(store.clone(), cached_prefixes(), CacheConfig { window: opts.watch_cache_size, ..CacheConfig::default() }).await?;
     let rest = RestStore::new(store, caches.clone());
 
@@ -150,7 +172,10 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         IpAddr::V6(_) if !opts.bind_address.is_unspecified() => format!("[{client_host}]:{}", local.port()),
         _ => format!("{client_host}:{}", local.port()),
     };
-    pki::write_admin_kubeconfig(&opts.data_dir.join("kubeconfig"), &format!("https://{client_addr}"), &pki)?;
+    {
+        let (path, server) = (opts.data_dir.join("kubeconfig"), format!("https://{client_addr}"));
+        blocking(move || Ok(pki::write_admin_kubeconfig(&path, &server, &pki)?)).await?;
+    }
 
     // Building every schema takes a moment of CPU: do it before serving, off the async workers.
     let openapi = Arc::new(kapi_openapi::OpenApi::new(crate::handlers::openapi::served_resources()));
@@ -194,13 +219,6 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     serve::serve(srv.clone(), listener, tls_config, shutdown, opts.request_timeout).await;
     caches.shutdown();
     Ok(())
-}
-
-async fn open_sqlite(path: PathBuf, config: SqliteConfig) -> Result<DynStore, StartError> {
-    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path, config))
-        .await
-        .map_err(|e| StartError::Storage(kapi_storage::StorageError::Backend(e.to_string())))??;
-    Ok(store)
 }
 
 async fn wait_for_signal() {

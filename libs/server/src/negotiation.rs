@@ -47,6 +47,8 @@ impl Output {
 pub enum Negotiable {
     /// Resource responses: JSON, YAML, Table, PartialObjectMetadata.
     Resource,
+    /// Watch streams: like resources, but YAML has no stream framing (kube answers 406).
+    Watch,
     /// Discovery documents: JSON, YAML, aggregated discovery v2.
     Discovery,
     /// Anything else JSON-shaped (version, Status, OpenAPI).
@@ -61,11 +63,11 @@ fn pick(r: &MediaRange, what: Negotiable) -> Option<Output> {
     let essence = (r.type_.as_str(), r.subtype.as_str());
     let as_ = param(r, "as");
     match (essence, as_) {
-        (("application", "json"), Some("Table")) if what == Negotiable::Resource => {
+        (("application", "json"), Some("Table")) if matches!(what, Negotiable::Resource | Negotiable::Watch) => {
             matches!(param(r, "g"), Some("meta.k8s.io")).then_some(Output::Table)
         }
         (("application", "json"), Some("PartialObjectMetadata" | "PartialObjectMetadataList"))
-            if what == Negotiable::Resource =>
+            if matches!(what, Negotiable::Resource | Negotiable::Watch) =>
         {
             matches!(param(r, "g"), Some("meta.k8s.io")).then_some(Output::PartialMetadata)
         }
@@ -74,7 +76,7 @@ fn pick(r: &MediaRange, what: Negotiable) -> Option<Output> {
         }
         (_, Some(_)) => None,
         (("application", "json"), None) => Some(Output::Json),
-        (("application", "yaml"), None) if what != Negotiable::Plain => Some(Output::Yaml),
+        (("application", "yaml"), None) if matches!(what, Negotiable::Resource | Negotiable::Discovery) => Some(Output::Yaml),
         (("application" | "*", "*"), None) => Some(Output::Json),
         _ => None,
     }
@@ -88,7 +90,10 @@ pub fn negotiate(accept: Option<&str>, what: Negotiable) -> Result<Output, ApiEr
         .iter()
         .filter(|r| r.q > 0.0)
         .find_map(|r| pick(r, what))
-        .ok_or_else(|| ApiError::not_acceptable(SUPPORTED_RESPONSE_TYPES))
+        .ok_or_else(|| match what {
+            Negotiable::Watch => ApiError::not_acceptable(&["application/json", "application/json;stream=watch"]),
+            _ => ApiError::not_acceptable(SUPPORTED_RESPONSE_TYPES),
+        })
 }
 
 /// Decodes a request body (JSON or YAML) into a JSON object.
@@ -128,6 +133,13 @@ pub fn content_essence(content_type: Option<&str>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_has_no_yaml() {
+        assert_eq!(negotiate(Some("application/yaml"), Negotiable::Watch).unwrap_err().code, 406);
+        assert_eq!(negotiate(Some("application/yaml, application/json"), Negotiable::Watch).unwrap(), Output::Json);
+        assert_eq!(negotiate(Some("application/yaml"), Negotiable::Resource).unwrap(), Output::Yaml);
+    }
 
     #[test]
     fn kubectl_table_accept_picks_table() {

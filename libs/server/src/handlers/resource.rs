@@ -43,7 +43,8 @@ pub async fn handle(
     content_type: Option<&str>,
     body: Bytes,
 ) -> Response<Body> {
-    let output = match negotiate(accept, Negotiable::Resource) {
+    let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
+    let output = match negotiate(accept, what) {
         Ok(o) => o,
         Err(e) => return response::error(&e, Output::Json),
     };
