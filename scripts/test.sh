@@ -9,21 +9,17 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 log() { printf '==> %s\n' "$*"; }
 
-# --- system packages the tests drive (real processes, never mocks) -------------------------
-apt_missing=()
-command -v curl >/dev/null || apt_missing+=(curl)
-command -v cc >/dev/null || apt_missing+=(build-essential)
-if [ ${#apt_missing[@]} -gt 0 ]; then
-  log "installing ${apt_missing[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_missing[@]}"
-fi
+# --- toolchain and system packages the tests drive (real processes, never mocks) ----------
+# shellcheck source=scripts/ensure-toolchain.sh
+. scripts/ensure-toolchain.sh
+ensure_build_deps
+command -v dpkg >/dev/null 2>&1 && ensure_apt python3 python3-pip
 
 # --- Python client used as a real Kubernetes client (pinned) --------------------------------
 if ! python3 -c 'import kubernetes' 2>/dev/null; then
   log "installing the Python kubernetes client"
-  python3 -m pip install --quiet 'kubernetes==37.*'
+  python3 -m pip install --quiet 'kubernetes==37.*' 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages 'kubernetes==37.*'
 fi
 
 # --- kubectl: the e2e tests use the default kubectl and kubectl.1.27 --------------------------
