@@ -12,7 +12,7 @@ use tower::Service;
 
 use crate::filters::ResponseFuture;
 use crate::handlers::{discovery, resource, system};
-use crate::negotiation::{negotiate, Negotiable, Output};
+use crate::negotiation::{negotiate, Negotiable, Output, Shape};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -64,17 +64,17 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
     let is_get = matches!(parts.method, Method::GET | Method::HEAD);
     let discovery_doc = |doc: Option<serde_json::Value>, aggregated: Option<serde_json::Value>| -> Response<Body> {
         if !is_get {
-            return response::error(&ApiError::new(405, kapi_apimachinery::StatusReason::MethodNotAllowed, "the server does not allow this method on the requested resource"), Output::Json);
+            return response::error(&ApiError::new(405, kapi_apimachinery::StatusReason::MethodNotAllowed, "the server does not allow this method on the requested resource"), Output::JSON);
         }
-        let output = match negotiate(accept, Negotiable::Discovery) {
+        let output = match negotiate(accept, Negotiable::Discovery, false) {
             Ok(o) => o,
-            Err(e) => return response::error(&e, Output::Json),
+            Err(e) => return response::error(&e, Output::JSON),
         };
-        match (output, doc, aggregated) {
-            (Output::DiscoveryV2, _, Some(agg)) => response::object(StatusCode::OK, &agg, Output::DiscoveryV2),
-            (Output::DiscoveryV2, Some(d), None) => response::object(StatusCode::OK, &d, Output::Json),
-            (o, Some(d), _) => response::object(StatusCode::OK, &d, o),
-            (_, None, _) => response::error(&ApiError::path_not_found(), Output::Json),
+        match (output.shape, doc, aggregated) {
+            (Shape::DiscoveryV2, _, Some(agg)) => response::object(StatusCode::OK, &agg, Output::DISCOVERY_V2),
+            (Shape::DiscoveryV2, Some(d), None) => response::object(StatusCode::OK, &d, Output::JSON),
+            (_, Some(d), _) => response::object(StatusCode::OK, &d, output),
+            (_, None, _) => response::error(&ApiError::path_not_found(), Output::JSON),
         }
     };
     match path {
@@ -86,7 +86,7 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         }
         p if p.starts_with("/openapi/") => crate::handlers::openapi::handle(&srv.openapi, p, &query, accept)
             .unwrap_or_else(|| response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8")),
-        "/version" => response::object(StatusCode::OK, &system::version(), Output::Json),
+        "/version" => response::object(StatusCode::OK, &system::version(), Output::JSON),
         "/metrics" => response::text(StatusCode::OK, srv.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"),
         p if p == "/healthz" || p == "/livez" || p == "/readyz" || p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
             system::health(srv, p, &query).await

@@ -2,25 +2,24 @@
 //!
 //! kube-apiserver picks the first acceptable media range in the client's order of preference;
 //! `as=Table` / `as=PartialObjectMetadata` ranges turn a resource response into a server-side
-//! transformation. Protobuf is negotiated here too once it is served (a later slice): until then
-//! a protobuf-only Accept gets 406 and a protobuf body gets 415, as for any unknown format.
+//! transformation in any of the encodings (JSON, YAML, and protobuf for built-in kinds).
 
 use kapi_apimachinery::media::{parse_accept, parse_content_type, MediaRange};
 use kapi_apimachinery::ApiError;
 use serde_json::Value;
 
 /// Media types a response can be encoded in.
-pub const SUPPORTED_RESPONSE_TYPES: &[&str] = &["application/json", "application/yaml"];
+pub const SUPPORTED_RESPONSE_TYPES: &[&str] = &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
 /// Media types a request body can be decoded from.
-pub const SUPPORTED_BODY_TYPES: &[&str] = &["application/json", "application/yaml"];
+pub const SUPPORTED_BODY_TYPES: &[&str] = &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+/// The protobuf media type of built-in kinds.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
-/// The representation chosen for a response.
+/// What the response object is: the object itself or a server-side transformation of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
-    /// Plain JSON object.
-    Json,
-    /// YAML object.
-    Yaml,
+pub enum Shape {
+    /// The object (or list) as stored.
+    Object,
     /// `meta.k8s.io/v1` Table.
     Table,
     /// `meta.k8s.io/v1` PartialObjectMetadata(List).
@@ -29,15 +28,60 @@ pub enum Output {
     DiscoveryV2,
 }
 
+/// How the response object is serialized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// `application/json`.
+    Json,
+    /// `application/yaml`.
+    Yaml,
+    /// `application/vnd.kubernetes.protobuf` (built-in kinds only).
+    Protobuf,
+}
+
+/// The representation chosen for a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Output {
+    /// Object or transformation.
+    pub shape: Shape,
+    /// Serialization.
+    pub encoding: Encoding,
+}
+
 impl Output {
-    /// The Content-Type header for this representation.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Output::Json => "application/json",
-            Output::Yaml => "application/yaml",
-            Output::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
-            Output::PartialMetadata => "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
-            Output::DiscoveryV2 => "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+    /// Plain JSON.
+    pub const JSON: Output = Output { shape: Shape::Object, encoding: Encoding::Json };
+    /// Plain YAML.
+    pub const YAML: Output = Output { shape: Shape::Object, encoding: Encoding::Yaml };
+    /// Plain protobuf.
+    pub const PROTOBUF: Output = Output { shape: Shape::Object, encoding: Encoding::Protobuf };
+    /// JSON Table.
+    pub const TABLE: Output = Output { shape: Shape::Table, encoding: Encoding::Json };
+    /// JSON PartialObjectMetadata.
+    pub const PARTIAL_METADATA: Output = Output { shape: Shape::PartialMetadata, encoding: Encoding::Json };
+    /// Aggregated discovery.
+    pub const DISCOVERY_V2: Output = Output { shape: Shape::DiscoveryV2, encoding: Encoding::Json };
+
+    /// The same encoding without a transformation: for Status, Scale and other answers that are
+    /// not the resource itself. Aggregated discovery falls back to JSON.
+    pub fn plain(self) -> Output {
+        Output { shape: Shape::Object, encoding: self.encoding }
+    }
+
+    /// The Content-Type header for this representation (`list`: the PartialObjectMetadataList
+    /// variant of partial metadata).
+    pub fn content_type(self, list: bool) -> String {
+        let base = match self.encoding {
+            Encoding::Json => "application/json",
+            Encoding::Yaml => "application/yaml",
+            Encoding::Protobuf => PROTOBUF,
+        };
+        match (self.shape, list) {
+            (Shape::Object, _) => base.to_owned(),
+            (Shape::Table, _) => format!("{base};as=Table;v=v1;g=meta.k8s.io"),
+            (Shape::PartialMetadata, false) => format!("{base};as=PartialObjectMetadata;v=v1;g=meta.k8s.io"),
+            (Shape::PartialMetadata, true) => format!("{base};as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"),
+            (Shape::DiscoveryV2, _) => format!("{base};g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
         }
     }
 }
@@ -45,13 +89,13 @@ impl Output {
 /// What a request handler can produce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Negotiable {
-    /// Resource responses: JSON, YAML, Table, PartialObjectMetadata.
+    /// Resource responses: JSON, YAML, protobuf, Table, PartialObjectMetadata.
     Resource,
     /// Watch streams: like resources, but YAML has no stream framing (kube answers 406).
     Watch,
     /// Discovery documents: JSON, YAML, aggregated discovery v2.
     Discovery,
-    /// Anything else JSON-shaped (version, Status, OpenAPI).
+    /// Anything else JSON-shaped (version, OpenAPI).
     Plain,
 }
 
@@ -59,39 +103,56 @@ fn param<'a>(r: &'a MediaRange, key: &str) -> Option<&'a str> {
     r.params.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
 }
 
-fn pick(r: &MediaRange, what: Negotiable) -> Option<Output> {
-    let essence = (r.type_.as_str(), r.subtype.as_str());
-    let as_ = param(r, "as");
-    match (essence, as_) {
-        (("application", "json"), Some("Table")) if matches!(what, Negotiable::Resource | Negotiable::Watch) => {
-            matches!(param(r, "g"), Some("meta.k8s.io")).then_some(Output::Table)
+fn pick(r: &MediaRange, what: Negotiable, protobuf: bool) -> Option<Output> {
+    let resource_like = matches!(what, Negotiable::Resource | Negotiable::Watch);
+    let encoding = match (r.type_.as_str(), r.subtype.as_str()) {
+        ("application", "json") => Encoding::Json,
+        ("application", "yaml") if matches!(what, Negotiable::Resource | Negotiable::Discovery) => Encoding::Yaml,
+        ("application", "vnd.kubernetes.protobuf") if resource_like && protobuf => Encoding::Protobuf,
+        ("application" | "*", "*") => Encoding::Json,
+        _ => return None,
+    };
+    let shape = match param(r, "as") {
+        None => Shape::Object,
+        Some("Table") if resource_like && encoding != Encoding::Yaml => {
+            if param(r, "g") != Some("meta.k8s.io") {
+                return None;
+            }
+            Shape::Table
         }
-        (("application", "json"), Some("PartialObjectMetadata" | "PartialObjectMetadataList"))
-            if matches!(what, Negotiable::Resource | Negotiable::Watch) =>
-        {
-            matches!(param(r, "g"), Some("meta.k8s.io")).then_some(Output::PartialMetadata)
+        Some("PartialObjectMetadata" | "PartialObjectMetadataList") if resource_like && encoding != Encoding::Yaml => {
+            if param(r, "g") != Some("meta.k8s.io") {
+                return None;
+            }
+            Shape::PartialMetadata
         }
-        (("application", "json"), Some("APIGroupDiscoveryList")) if what == Negotiable::Discovery => {
-            (param(r, "g") == Some("apidiscovery.k8s.io") && param(r, "v") == Some("v2")).then_some(Output::DiscoveryV2)
+        Some("APIGroupDiscoveryList") if what == Negotiable::Discovery && encoding == Encoding::Json => {
+            if param(r, "g") != Some("apidiscovery.k8s.io") || param(r, "v") != Some("v2") {
+                return None;
+            }
+            Shape::DiscoveryV2
         }
-        (_, Some(_)) => None,
-        (("application", "json"), None) => Some(Output::Json),
-        (("application", "yaml"), None) if matches!(what, Negotiable::Resource | Negotiable::Discovery) => Some(Output::Yaml),
-        (("application" | "*", "*"), None) => Some(Output::Json),
-        _ => None,
-    }
+        Some(_) => return None,
+    };
+    Some(Output { shape, encoding })
 }
 
-/// Chooses the response representation from an Accept header (absent: JSON).
-pub fn negotiate(accept: Option<&str>, what: Negotiable) -> Result<Output, ApiError> {
-    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return Ok(Output::Json) };
+/// Chooses the response representation from an Accept header (absent: JSON). `protobuf` says
+/// whether the kind has a protobuf encoding (built-in kinds do; custom resources do not).
+pub fn negotiate(accept: Option<&str>, what: Negotiable, protobuf: bool) -> Result<Output, ApiError> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return Ok(Output::JSON) };
     let ranges = parse_accept(accept);
     ranges
         .iter()
         .filter(|r| r.q > 0.0)
-        .find_map(|r| pick(r, what))
+        .find_map(|r| pick(r, what, protobuf))
         .ok_or_else(|| match what {
-            Negotiable::Watch => ApiError::not_acceptable(&["application/json", "application/json;stream=watch"]),
+            Negotiable::Watch => ApiError::not_acceptable(&[
+                "application/json",
+                "application/json;stream=watch",
+                "application/vnd.kubernetes.protobuf",
+                "application/vnd.kubernetes.protobuf;stream=watch",
+            ]),
             _ => ApiError::not_acceptable(SUPPORTED_RESPONSE_TYPES),
         })
 }
@@ -134,28 +195,46 @@ pub fn content_essence(content_type: Option<&str>) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn res(a: &str) -> Result<Output, ApiError> {
+        negotiate(Some(a), Negotiable::Resource, true)
+    }
+
     #[test]
     fn watch_has_no_yaml() {
-        assert_eq!(negotiate(Some("application/yaml"), Negotiable::Watch).unwrap_err().code, 406);
-        assert_eq!(negotiate(Some("application/yaml, application/json"), Negotiable::Watch).unwrap(), Output::Json);
-        assert_eq!(negotiate(Some("application/yaml"), Negotiable::Resource).unwrap(), Output::Yaml);
+        assert_eq!(negotiate(Some("application/yaml"), Negotiable::Watch, true).unwrap_err().code, 406);
+        assert_eq!(negotiate(Some("application/yaml, application/json"), Negotiable::Watch, true).unwrap(), Output::JSON);
+        assert_eq!(res("application/yaml").unwrap(), Output::YAML);
     }
 
     #[test]
     fn kubectl_table_accept_picks_table() {
         let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(negotiate(Some(a), Negotiable::Resource).unwrap(), Output::Table);
-        assert_eq!(negotiate(Some(a), Negotiable::Discovery).unwrap(), Output::Json);
+        assert_eq!(res(a).unwrap(), Output::TABLE);
+        assert_eq!(negotiate(Some(a), Negotiable::Discovery, true).unwrap(), Output::JSON);
     }
 
     #[test]
     fn aggregated_discovery_and_fallbacks() {
         let a = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
-        assert_eq!(negotiate(Some(a), Negotiable::Discovery).unwrap(), Output::DiscoveryV2);
-        assert_eq!(negotiate(Some("*/*"), Negotiable::Resource).unwrap(), Output::Json);
-        assert_eq!(negotiate(None, Negotiable::Resource).unwrap(), Output::Json);
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf, */*"), Negotiable::Resource).unwrap(), Output::Json);
-        assert_eq!(negotiate(Some("text/html"), Negotiable::Resource).unwrap_err().code, 406);
+        assert_eq!(negotiate(Some(a), Negotiable::Discovery, false).unwrap(), Output::DISCOVERY_V2);
+        assert_eq!(res("*/*").unwrap(), Output::JSON);
+        assert_eq!(negotiate(None, Negotiable::Resource, true).unwrap(), Output::JSON);
+        assert_eq!(res("text/html").unwrap_err().code, 406);
+    }
+
+    #[test]
+    fn protobuf_only_for_kinds_that_have_it() {
+        let client_go = "application/vnd.kubernetes.protobuf, */*";
+        assert_eq!(res(client_go).unwrap(), Output::PROTOBUF);
+        assert_eq!(negotiate(Some(client_go), Negotiable::Resource, false).unwrap(), Output::JSON);
+        assert_eq!(negotiate(Some(PROTOBUF), Negotiable::Resource, false).unwrap_err().code, 406);
+        let metadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(res(metadata).unwrap(), Output { shape: Shape::PartialMetadata, encoding: Encoding::Protobuf });
+        assert_eq!(
+            Output { shape: Shape::PartialMetadata, encoding: Encoding::Protobuf }.content_type(true),
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
+        );
+        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf;stream=watch"), Negotiable::Watch, true).unwrap(), Output::PROTOBUF);
     }
 
     #[test]
@@ -163,6 +242,5 @@ mod tests {
         assert!(decode_body(Some("application/yaml"), b"kind: Pod\nmetadata:\n  name: a\n").unwrap()["metadata"]["name"] == "a");
         assert_eq!(decode_body(None, b"{bad").unwrap_err().code, 400);
         assert_eq!(decode_body(Some("application/json"), b"[1]").unwrap_err().code, 400);
-        assert_eq!(decode_body(Some("application/vnd.kubernetes.protobuf"), b"k8s\0").unwrap_err().code, 415);
     }
 }

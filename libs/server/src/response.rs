@@ -8,7 +8,7 @@ use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use kapi_apimachinery::ApiError;
 use serde_json::Value;
 
-use crate::negotiation::Output;
+use crate::negotiation::{Encoding, Output};
 
 /// The body type of every response: whole buffers or watch streams.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -18,29 +18,33 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
-/// Encodes a JSON value in the negotiated representation (JSON or YAML).
+/// Encodes a JSON value in the negotiated encoding. YAML that cannot be written falls back to
+/// JSON (YAML is a superset), so the answer is always decodable.
 pub fn encode(value: &Value, output: Output) -> Bytes {
-    match output {
-        Output::Yaml => match serde_saphyr::to_string(value) {
+    match output.encoding {
+        Encoding::Yaml => match serde_saphyr::to_string(value) {
             Ok(s) => Bytes::from(s),
             Err(_) => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
         },
-        _ => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+        Encoding::Json | Encoding::Protobuf => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
     }
 }
 
 /// A response carrying an object.
 pub fn object(status: StatusCode, value: &Value, output: Output) -> Response<Body> {
+    let list = value.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
     let mut resp = Response::new(full(encode(value, output)));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(output.content_type()));
+    if let Ok(ct) = HeaderValue::from_str(&output.content_type(list)) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
     resp
 }
 
 /// A failed request as a `metav1.Status` (always JSON, as kube-apiserver does for errors a
 /// client may not be able to decode otherwise... it uses the negotiated type when it can).
 pub fn error(err: &ApiError, output: Output) -> Response<Body> {
-    let output = if output == Output::Yaml { Output::Yaml } else { Output::Json };
+    let output = output.plain();
     let mut resp = object(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &err.to_status(), output);
     if let Some(secs) = err.details.as_ref().and_then(|d| d.retry_after_seconds) {
         if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::negotiation::Output;
+use crate::negotiation::{Output, Shape};
 use crate::response::Body;
 use crate::state::ApiServer;
 use crate::transform::{self, IncludeObject};
@@ -62,14 +62,14 @@ fn event_type(kind: EventType) -> WatchEventType {
 
 impl StreamState {
     fn encode_object(&mut self, obj: &Value) -> Bytes {
-        let value = match self.opts.output {
-            Output::Table => {
+        let value = match self.opts.output.shape {
+            Shape::Table => {
                 let with_columns = std::mem::replace(&mut self.first_table, false);
                 let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
                 transform::table(self.spec, std::iter::once(obj), meta, self.opts.include, with_columns)
             }
-            Output::PartialMetadata => transform::partial_metadata(obj),
-            _ => return Bytes::from(serde_json::to_vec(obj).unwrap_or_default()),
+            Shape::PartialMetadata => transform::partial_metadata(obj),
+            Shape::Object | Shape::DiscoveryV2 => return Bytes::from(serde_json::to_vec(obj).unwrap_or_default()),
         };
         Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
     }
@@ -89,11 +89,11 @@ impl StreamState {
                 item = self.watcher.next() => match item? {
                     WatchItem::Event { kind, event } => {
                         let t = event_type(kind);
-                        let bytes = match self.opts.output {
-                            Output::Json | Output::Yaml | Output::DiscoveryV2 => event.encoded(MediaSlot::Json, |o| {
+                        let bytes = match self.opts.output.shape {
+                            Shape::Object | Shape::DiscoveryV2 => event.encoded(MediaSlot::Json, |o| {
                                 Bytes::from(serde_json::to_vec(o).unwrap_or_default())
                             }),
-                            _ => self.encode_object(&event.object),
+                            Shape::Table | Shape::PartialMetadata => self.encode_object(&event.object),
                         };
                         return Some(json_frame(t, &bytes));
                     }
@@ -152,10 +152,8 @@ pub fn respond(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, watcher: Watch
     });
     let mut resp = Response::new(StreamBody::new(frames.boxed()).boxed_unsync());
     *resp.status_mut() = StatusCode::OK;
-    let ct = match opts.output {
-        Output::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
-        _ => "application/json",
-    };
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    if let Ok(ct) = HeaderValue::from_str(&opts.output.content_type(false)) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
     resp
 }

@@ -75,7 +75,7 @@ where
         AuthOutcome::Authenticated(user) => user,
         AuthOutcome::NotApplicable | AuthOutcome::Rejected(_) if is_public(req.uri().path()) => anonymous(),
         AuthOutcome::NotApplicable | AuthOutcome::Rejected(_) => {
-            let output = req.extensions().get::<ErrorOutput>().map_or(Output::Json, |o| o.0);
+            let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
             return response::error(&ApiError::unauthorized(), output);
         }
     };

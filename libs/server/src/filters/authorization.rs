@@ -75,7 +75,7 @@ where
 {
     if !is_public(req.uri().path()) {
         let (Some(info), Some(user)) = (req.extensions().get::<RequestInfo>(), req.extensions().get::<UserInfo>()) else {
-            return response::error(&ApiError::internal("request reached authorization without its request info or user"), Output::Json);
+            return response::error(&ApiError::internal("request reached authorization without its request info or user"), Output::JSON);
         };
         let attrs = Attributes {
             user: user.clone(),
@@ -95,7 +95,7 @@ where
             Decision::NoOpinion => Some(forbidden_message(info, user, "")),
         };
         if let Some(message) = denied {
-            let output = req.extensions().get::<ErrorOutput>().map_or(Output::Json, |o| o.0);
+            let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
             return response::error(&ApiError::forbidden(message), output);
         }
     }

@@ -99,7 +99,7 @@ where
         let inner = take_ready(&mut self.inner);
         let max_bytes = self.max_bytes;
         Box::pin(async move {
-            let output = req.extensions().get::<ErrorOutput>().map_or(Output::Json, |o| o.0);
+            let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
             let (parts, body) = req.into_parts();
             let bytes = if matches!(parts.method, Method::POST | Method::PUT | Method::PATCH | Method::DELETE) {
                 let mut body = body;

@@ -45,7 +45,7 @@ where
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "panic".into());
             tracing::error!(%path, "handler panicked: {msg}");
-            response::error(&ApiError::internal("an error on the server has prevented the request from succeeding"), Output::Json)
+            response::error(&ApiError::internal("an error on the server has prevented the request from succeeding"), Output::JSON)
         }
     }
 }

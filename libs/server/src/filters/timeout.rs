@@ -46,7 +46,7 @@ where
     S::Future: Send,
 {
     let long_running = req.extensions().get::<RequestInfo>().is_some_and(RequestInfo::is_long_running);
-    let output = req.extensions().get::<ErrorOutput>().map_or(Output::Json, |o| o.0);
+    let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
     let call = inner.oneshot(req);
     let result = if long_running {
         call.await

@@ -20,7 +20,7 @@ use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
 use crate::field_validation::{self, FieldValidation, Source};
-use crate::negotiation::{content_essence, decode_body, negotiate, Negotiable, Output};
+use crate::negotiation::{content_essence, decode_body, negotiate, Negotiable, Output, Shape};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -44,9 +44,9 @@ pub async fn handle(
     body: Bytes,
 ) -> Response<Body> {
     let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
-    let output = match negotiate(accept, what) {
+    let output = match negotiate(accept, what, false) {
         Ok(o) => o,
-        Err(e) => return response::error(&e, Output::Json),
+        Err(e) => return response::error(&e, Output::JSON),
     };
     match dispatch(srv, info, method, query, output, content_type, body).await {
         Ok(resp) => resp,
@@ -165,7 +165,7 @@ async fn dispatch(
                 Ok(single(spec, &outcome.object, output, query, StatusCode::OK)?)
             } else {
                 let uid = outcome.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
-                Ok(response::object(StatusCode::OK, &success_status(Some((&gr, name, uid))), plain(output)))
+                Ok(response::object(StatusCode::OK, &success_status(Some((&gr, name, uid))), output.plain()))
             }
         }
         "deletecollection" => {
@@ -173,28 +173,20 @@ async fn dispatch(
             let opts = delete_options(query, &body)?;
             let (deleted, rev) = srv.rest.delete_collection(&strategy, ns, &params, &opts).await?;
             let list = list_object(spec, deleted.iter(), list_meta(rev, None, None));
-            Ok(response::object(StatusCode::OK, &list, plain(output)))
+            Ok(response::object(StatusCode::OK, &list, output.plain()))
         }
         _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
     }
 }
 
-/// Table and partial-metadata transformations apply to resources only, not to Status or Scale.
-fn plain(output: Output) -> Output {
-    match output {
-        Output::Yaml => Output::Yaml,
-        _ => Output::Json,
-    }
-}
-
 fn single(spec: &ResourceSpec, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
-    let value = match output {
-        Output::Table => {
+    let value = match output.shape {
+        Shape::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             transform::table(spec, std::iter::once(obj), json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)}), include, true)
         }
-        Output::PartialMetadata => transform::partial_metadata(obj),
-        _ => obj.clone(),
+        Shape::PartialMetadata => transform::partial_metadata(obj),
+        Shape::Object | Shape::DiscoveryV2 => obj.clone(),
     };
     Ok(response::object(code, &value, output))
 }
@@ -274,23 +266,15 @@ async fn list(srv: &Arc<ApiServer>, strategy: &CatalogStrategy, ns: Option<&str>
     let params = list_params(spec, query)?;
     let page = srv.rest.list(strategy, ns, &params).await?;
     let meta = list_meta(page.resource_version, page.continue_token, page.remaining);
-    let value = match output {
-        Output::Table => {
+    let value = match output.shape {
+        Shape::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             transform::table(spec, page.items.iter().map(|a| a.as_ref()), meta, include, true)
         }
-        Output::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
-        _ => list_object(spec, page.items.iter().map(|a| a.as_ref()), meta),
+        Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
+        Shape::Object | Shape::DiscoveryV2 => list_object(spec, page.items.iter().map(|a| a.as_ref()), meta),
     };
-    let output = if output == Output::PartialMetadata { Output::Json } else { output };
-    let mut resp = response::object(StatusCode::OK, &value, output);
-    if value.get("kind").and_then(Value::as_str) == Some("PartialObjectMetadataList") {
-        resp.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"),
-        );
-    }
-    Ok(resp)
+    Ok(response::object(StatusCode::OK, &value, output))
 }
 
 async fn watch(
@@ -553,7 +537,7 @@ async fn subresource(
         }
         ("scale", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
-            Ok(response::object(StatusCode::OK, &scale_of(&obj, spec.kind), plain(output)))
+            Ok(response::object(StatusCode::OK, &scale_of(&obj, spec.kind), output.plain()))
         }
         ("scale", "update") => {
             let scale = decode_body(content_type, &body)?;
@@ -564,7 +548,7 @@ async fn subresource(
                 .rest
                 .update_with(strategy, ns, name, WriteTarget::Main, dry, |parent| apply_scale(parent, &scale))
                 .await?;
-            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), plain(output)))
+            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
         }
         ("scale", "patch") => {
             match content_essence(content_type).as_deref() {
@@ -580,12 +564,12 @@ async fn subresource(
                     apply_scale(parent, &patched)
                 })
                 .await?;
-            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), plain(output)))
+            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
         }
         ("binding", "create") if spec.group.is_empty() && spec.resource == "pods" => {
             let binding = decode_body(content_type, &body)?;
             bind_pod(srv, strategy, ns, name, &binding, dry).await?;
-            Ok(response::object(StatusCode::CREATED, &success_status(None), plain(output)))
+            Ok(response::object(StatusCode::CREATED, &success_status(None), output.plain()))
         }
         _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
     }
