@@ -28,6 +28,8 @@ command -v kubectl >/dev/null || { echo "kubectl is required (kubectl and kubect
 # --- build once, then run every test --------------------------------------------------------
 log "building (target dir $CARGO_TARGET_DIR)"
 cargo build --workspace --tests --bins --quiet
+log "clippy (warnings are errors)"
+cargo clippy --workspace --tests --quiet -- -D warnings
 
 if cargo nextest --version >/dev/null 2>&1; then
   log "running tests with cargo-nextest"

@@ -9,14 +9,14 @@
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-use crate::status::{ApiError, Details, StatusReason};
+use crate::status::{ApiError, StatusReason};
 
 /// kube-apiserver's cap on the operations of one JSON patch.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
 fn not_applicable() -> ApiError {
     ApiError {
-        details: Some(Details::default()),
+        details: Some(Box::default()),
         ..ApiError::new(422, StatusReason::Invalid, "the server rejected our request due to an error in our request")
     }
 }

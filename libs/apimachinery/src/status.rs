@@ -172,11 +172,11 @@ pub struct ApiError {
     /// Human-readable message, shaped as kube-apiserver shapes it.
     pub message: String,
     /// Optional details.
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
 }
 
-fn details_for(gr: &GroupResource, name: &str) -> Option<Details> {
-    Some(Details { name: name.into(), group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() })
+fn details_for(gr: &GroupResource, name: &str) -> Option<Box<Details>> {
+    Some(Box::new(Details { name: name.into(), group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() }))
 }
 
 impl ApiError {
@@ -237,7 +237,7 @@ impl ApiError {
             code: 422,
             reason: StatusReason::Invalid,
             message,
-            details: Some(Details { name: name.into(), group: group.into(), kind: kind.into(), causes, retry_after_seconds: None }),
+            details: Some(Box::new(Details { name: name.into(), group: group.into(), kind: kind.into(), causes, retry_after_seconds: None })),
         }
     }
 
@@ -300,7 +300,7 @@ impl ApiError {
     /// 429 with a Retry-After hint.
     pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> Self {
         Self {
-            details: Some(Details { retry_after_seconds: Some(retry_after_seconds), ..Default::default() }),
+            details: Some(Box::new(Details { retry_after_seconds: Some(retry_after_seconds), ..Default::default() })),
             ..Self::new(429, StatusReason::TooManyRequests, message)
         }
     }

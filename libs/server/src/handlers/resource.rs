@@ -57,7 +57,7 @@ pub async fn handle(
 fn find_spec(info: &RequestInfo) -> Result<&'static ResourceSpec, ApiError> {
     let spec = catalog::find(&info.api_group, &info.api_version, &info.resource).ok_or_else(ApiError::path_not_found)?;
     // A namespace in the path of a cluster-scoped resource names no route.
-    if !spec.namespaced && !info.namespace.is_empty() && !(spec.resource == "namespaces" && info.namespace == info.name) {
+    if !spec.namespaced && !info.namespace.is_empty() && (spec.resource != "namespaces" || info.namespace != info.name) {
         return Err(ApiError::path_not_found());
     }
     Ok(spec)
