@@ -20,7 +20,7 @@ use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
 use crate::field_validation::{self, FieldValidation, Source};
-use crate::negotiation::{content_essence, decode_body, negotiate, Negotiable, Output, Shape};
+use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -218,6 +218,41 @@ fn list_object<'a>(spec: &ResourceSpec, items: impl Iterator<Item = &'a Value>, 
     json!({"kind": format!("{}List", spec.kind), "apiVersion": spec.api_version(), "metadata": meta, "items": items})
 }
 
+/// A typed list serialized from borrowed items: kube's list encoding, where items carry no
+/// `kind`/`apiVersion`, without cloning the items.
+#[derive(serde::Serialize)]
+struct TypedListRef<'a> {
+    kind: String,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    metadata: &'a Value,
+    #[serde(serialize_with = "items_without_type_meta")]
+    items: &'a [Arc<Value>],
+}
+
+/// One list item: the object's fields except `kind` and `apiVersion`, in stored order.
+struct ItemRef<'a>(&'a Value);
+
+impl serde::Serialize for ItemRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self.0.as_object() {
+            Some(fields) => {
+                let mut map = serializer.serialize_map(None)?;
+                for (k, v) in fields.iter().filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "apiVersion") {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+            None => self.0.serialize(serializer),
+        }
+    }
+}
+
+fn items_without_type_meta<S: serde::Serializer>(items: &&[Arc<Value>], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(items.iter().map(|item| ItemRef(item)))
+}
+
 /// Parses list/watch query parameters with kube-apiserver's validation.
 pub fn list_params(spec: &ResourceSpec, query: &Query) -> Result<ListParams, ApiError> {
     let labels = match query.get("labelSelector").filter(|s| !s.is_empty()) {
@@ -272,6 +307,15 @@ async fn list(srv: &Arc<ApiServer>, strategy: &CatalogStrategy, ns: Option<&str>
             transform::table(spec, page.items.iter().map(|a| a.as_ref()), meta, include, true)
         }
         Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
+        Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
+            // The common case (informers, kubectl -o json): serialize straight from the cached
+            // objects instead of building a copy of the whole list first.
+            let list = TypedListRef { kind: format!("{}List", spec.kind), api_version: spec.api_version(), metadata: &meta, items: &page.items };
+            let bytes = serde_json::to_vec(&list).map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
+            let mut resp = Response::new(response::full(bytes));
+            resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+            return Ok(resp);
+        }
         Shape::Object | Shape::DiscoveryV2 => list_object(spec, page.items.iter().map(|a| a.as_ref()), meta),
     };
     Ok(response::object(StatusCode::OK, &value, output))
@@ -611,4 +655,26 @@ async fn bind_pod(
         })
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn borrowed_list_encoding_equals_the_built_list() {
+        let spec = catalog::find("", "v1", "configmaps").expect("configmaps");
+        let items: Vec<Arc<Value>> = (0..3)
+            .map(|i| {
+                Arc::new(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": format!("c{i}"), "resourceVersion": "7"}, "data": {"k": "v"}}))
+            })
+            .collect();
+        let meta = list_meta(9, Some("tok".into()), Some(4));
+        let built = list_object(spec, items.iter().map(|a| a.as_ref()), meta.clone());
+        let borrowed = TypedListRef { kind: "ConfigMapList".into(), api_version: "v1".into(), metadata: &meta, items: &items };
+        let bytes = serde_json::to_vec(&borrowed).unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), built);
+        assert!(built["items"][0].get("kind").is_none(), "list items carry no kind");
+        assert_eq!(built["items"][2]["metadata"]["name"], "c2");
+    }
 }
