@@ -235,3 +235,22 @@ fn unknown_kinds_are_accepted() {
     assert!(validate("example.com", "Widget", &json!({"spec": 1})).is_empty());
     assert!(validate_update("example.com", "Widget", &json!({}), &json!({"a": 1})).is_empty());
 }
+
+#[test]
+fn stateful_set_containers_may_mount_claim_templates() {
+    let sts = |mount: &str| {
+        defaulted(
+            "apps",
+            "StatefulSet",
+            json!({"metadata": {"name": "db"}, "spec": {
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [
+                    {"name": "db", "image": "postgres", "volumeMounts": [{"name": mount, "mountPath": "/data"}]}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}}),
+        )
+    };
+    assert_eq!(messages(&validate("apps", "StatefulSet", &sts("data"))), Vec::<String>::new());
+    let bad = validate("apps", "StatefulSet", &sts("other"));
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert_eq!(bad[0].field, "spec.template.spec.containers[0].volumeMounts[0].name");
+}

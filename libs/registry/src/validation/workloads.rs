@@ -128,6 +128,32 @@ pub(super) fn validate_replica_set(obj: &Value) -> Vec<Cause> {
 }
 
 pub(super) fn validate_stateful_set(obj: &Value) -> Vec<Cause> {
+    // As kube does, the template is validated as if each volumeClaimTemplate were a volume of
+    // the pod, so containers may mount the claims by name.
+    let claims: Vec<Value> = obj
+        .pointer("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .map(|vcts| {
+            vcts.iter()
+                .filter_map(|vct| vct.pointer("/metadata/name").and_then(Value::as_str))
+                .map(|name| serde_json::json!({"name": name, "persistentVolumeClaim": {"claimName": name}}))
+                .collect()
+        })
+        .unwrap_or_default();
+    let with_claims;
+    let obj = if claims.is_empty() {
+        obj
+    } else {
+        let mut copy = obj.clone();
+        if let Some(spec) = copy.pointer_mut("/spec/template/spec").and_then(Value::as_object_mut) {
+            let volumes = spec.entry("volumes").or_insert_with(|| Value::Array(Vec::new()));
+            if let Some(list) = volumes.as_array_mut() {
+                list.extend(claims);
+            }
+        }
+        with_claims = copy;
+        &with_claims
+    };
     let mut causes = validate_controller(obj, "statefulset", true);
     let strategy = obj.pointer("/spec/updateStrategy").unwrap_or(&Value::Null);
     if str_at(strategy, "/type") == "OnDelete" && strategy.get("rollingUpdate").is_some_and(|r| !r.is_null()) {
