@@ -762,6 +762,16 @@ pub(crate) fn resource_paths(r: &ServedResource, schemas: &ResourceSchemas) -> V
                         )],
                     };
                     o.responses = vec![(200, "OK", BodySchema::Text)];
+                    // kube tags connect operations with their options kind, not the resource's:
+                    // clients (kubectl's field-validation probe) look for the resource's own
+                    // PATCH and must not find a connect PATCH without `fieldValidation`.
+                    let options_kind = match sub {
+                        "exec" => "PodExecOptions".to_owned(),
+                        "attach" => "PodAttachOptions".to_owned(),
+                        "portforward" => "PodPortForwardOptions".to_owned(),
+                        _ => format!("{}ProxyOptions", r.kind),
+                    };
+                    o.gvk = Some((String::new(), "v1".to_owned(), options_kind));
                     o
                 }
                 _ => continue,

@@ -59,6 +59,7 @@ fn catalog() -> Vec<ServedResource> {
                 "eviction",
                 "binding",
                 "ephemeralcontainers",
+                "proxy",
             ],
         ),
         served("", "v1", "ConfigMap", "configmaps", true, &[]),
@@ -362,4 +363,34 @@ fn field_problems_match_kube() {
             "json: cannot unmarshal string into Go struct field ContainerPort.spec.containers.ports.containerPort of type int32".to_string()
         )]
     );
+}
+
+/// kubectl decides whether the server validates fields by finding *a* PATCH operation tagged
+/// with the object's GVK (in map order, so any of them) and looking for `fieldValidation` among
+/// its parameters; one PATCH without it makes kubectl fall back to client-side validation.
+#[test]
+fn every_patch_of_a_kind_offers_field_validation() {
+    let api = OpenApi::new(catalog());
+    let index = parse(&api.v3_index());
+    let mut checked = 0;
+    for gv in index["paths"].as_object().expect("index paths").keys() {
+        let doc = parse(&api.v3_group_version(gv).expect("listed document"));
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            let Some(op) = item.get("patch") else { continue };
+            let params: Vec<&str> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .chain(item["parameters"].as_array())
+                .flatten()
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            let kind = op["x-kubernetes-group-version-kind"]["kind"].as_str().unwrap_or("");
+            if kind.ends_with("Options") {
+                continue; // connect operations (proxy) carry their options kind
+            }
+            assert!(params.contains(&"fieldValidation"), "{gv}: PATCH {path} ({kind}) lacks fieldValidation: {params:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} PATCH operations checked");
 }
