@@ -25,6 +25,12 @@ impl Decoder<'_> {
         }
         let mut out = Map::new();
         self.fields_into(id, bytes, &mut out, depth)?;
+        // Go always writes ObjectMeta.generation (a plain int64); zero means unset, and kube's
+        // JSON omits it. Other zero numbers and false are kept: for pointer fields they are
+        // explicit values (replicas: 0, automountServiceAccountToken: false).
+        if msg.name.as_ref() == "apimachinery.pkg.apis.meta.v1.ObjectMeta" && out.get("generation") == Some(&Value::from(0)) {
+            out.remove("generation");
+        }
         Ok(Value::Object(out))
     }
 

@@ -128,20 +128,29 @@ impl Codec {
         Ok(Value::Object(obj))
     }
 
-    /// One frame of a protobuf watch stream: a 4-byte big-endian length, then the enveloped
-    /// `WatchEvent{type, object: RawExtension{raw: <encoded_object>}}` where `encoded_object`
-    /// is an object from [`Codec::encode`] (so cached encodings are reused).
-    pub fn watch_frame(&self, api_version: &str, event_type: &str, encoded_object: &[u8]) -> Bytes {
+    /// One frame of a protobuf watch stream: a 4-byte big-endian length, then a *raw*
+    /// `WatchEvent{type, object: RawExtension{raw: <encoded_object>}}` (kube's stream serializer
+    /// writes the event without the `k8s\0` envelope), where `encoded_object` is an enveloped
+    /// object from [`Codec::encode`] (so cached encodings are reused).
+    pub fn watch_frame(&self, event_type: &str, encoded_object: &[u8]) -> Bytes {
         let mut raw_ext = Vec::with_capacity(encoded_object.len() + 8);
         put_len(&mut raw_ext, 1, encoded_object);
         let mut event = Vec::with_capacity(raw_ext.len() + 16);
         put_len(&mut event, 1, event_type.as_bytes());
         put_len(&mut event, 2, &raw_ext);
-        let env = envelope(api_version, "WatchEvent", &event);
-        let mut frame = Vec::with_capacity(env.len() + 4);
-        frame.extend_from_slice(&(env.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&env);
+        let mut frame = Vec::with_capacity(event.len() + 4);
+        frame.extend_from_slice(&(event.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&event);
         Bytes::from(frame)
+    }
+
+    /// Decodes one raw (unenveloped) `WatchEvent` message, as found in a watch frame.
+    pub fn decode_watch_event(&self, raw: &[u8]) -> Result<Value, ProtobufError> {
+        let id = self
+            .schema
+            .message("apimachinery.pkg.apis.meta.v1.WatchEvent")
+            .ok_or_else(|| ProtobufError::Malformed("no WatchEvent message".into()))?;
+        decode::Decoder { schema: &self.schema, codec: self }.message(id, raw, 0)
     }
 }
 

@@ -189,13 +189,16 @@ fn hand_written_wire_bytes_decode() {
 fn watch_frames_nest_the_enveloped_object() {
     let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
     let encoded = codec().encode(&obj).expect("encode");
-    let frame = codec().watch_frame("v1", "ADDED", &encoded);
+    let frame = codec().watch_frame("ADDED", &encoded);
     let len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
     assert_eq!(len, frame.len() - 4);
-    let event = codec().decode(&frame[4..]).expect("decode the WatchEvent");
-    assert_eq!(event["kind"], "WatchEvent");
+    assert!(!frame[4..].starts_with(MAGIC), "stream frames carry the raw WatchEvent");
+    let event = codec().decode_watch_event(&frame[4..]).expect("decode the WatchEvent");
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"], obj, "RawExtension carrying an enveloped object decodes to it");
+    let prost_event = k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent::decode(&frame[4..]).expect("prost");
+    assert_eq!(prost_event.r#type.as_deref(), Some("ADDED"));
+    assert_eq!(prost_event.object.and_then(|o| o.raw).as_deref(), Some(&encoded[..]));
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 use kapi_apimachinery::media::{parse_accept, parse_content_type, MediaRange};
 use kapi_apimachinery::ApiError;
+use kapi_protobuf_codec::{Codec, ProtobufError};
 use serde_json::Value;
 
 /// Media types a response can be encoded in.
@@ -114,7 +115,8 @@ fn pick(r: &MediaRange, what: Negotiable, protobuf: bool) -> Option<Output> {
     };
     let shape = match param(r, "as") {
         None => Shape::Object,
-        Some("Table") if resource_like && encoding != Encoding::Yaml => {
+        // meta/v1 Table has no protobuf message (its cells are free-form), as in kube.
+        Some("Table") if resource_like && encoding == Encoding::Json => {
             if param(r, "g") != Some("meta.k8s.io") {
                 return None;
             }
@@ -157,13 +159,17 @@ pub fn negotiate(accept: Option<&str>, what: Negotiable, protobuf: bool) -> Resu
         })
 }
 
-/// Decodes a request body (JSON or YAML) into a JSON object.
+/// Decodes a request body (JSON, YAML or protobuf) into a JSON object.
 pub fn decode_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, ApiError> {
     let essence = match content_type.and_then(parse_content_type) {
         Some(r) => format!("{}/{}", r.type_, r.subtype),
         None => "application/json".to_owned(),
     };
     let value: Value = match essence.as_str() {
+        PROTOBUF => Codec::global().decode(body).map_err(|e| match e {
+            ProtobufError::UnknownKind { .. } => ApiError::unsupported_media_type(&["application/json", "application/yaml"]),
+            other => ApiError::bad_request(format!("the body of the request could not be decoded as protobuf: {other}")),
+        })?,
         "application/json" => serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
@@ -242,5 +248,9 @@ mod tests {
         assert!(decode_body(Some("application/yaml"), b"kind: Pod\nmetadata:\n  name: a\n").unwrap()["metadata"]["name"] == "a");
         assert_eq!(decode_body(None, b"{bad").unwrap_err().code, 400);
         assert_eq!(decode_body(Some("application/json"), b"[1]").unwrap_err().code, 400);
+        assert_eq!(decode_body(Some(PROTOBUF), b"k8s\0\x0a\xff\xff garbage").unwrap_err().code, 400);
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let bytes = Codec::global().encode(&cm).unwrap();
+        assert_eq!(decode_body(Some(PROTOBUF), &bytes).unwrap(), cm);
     }
 }

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use kapi_apimachinery::ApiError;
+use kapi_protobuf_codec::{Codec, ProtobufError};
 use serde_json::Value;
 
 use crate::negotiation::{Encoding, Output};
@@ -20,20 +21,33 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 
 /// Encodes a JSON value in the negotiated encoding. YAML that cannot be written falls back to
 /// JSON (YAML is a superset), so the answer is always decodable.
-pub fn encode(value: &Value, output: Output) -> Bytes {
-    match output.encoding {
+pub fn encode(value: &Value, output: Output) -> Result<Bytes, ProtobufError> {
+    Ok(match output.encoding {
         Encoding::Yaml => match serde_saphyr::to_string(value) {
             Ok(s) => Bytes::from(s),
             Err(_) => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
         },
-        Encoding::Json | Encoding::Protobuf => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
-    }
+        Encoding::Json => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+        Encoding::Protobuf => Codec::global().encode(value)?,
+    })
 }
 
 /// A response carrying an object.
 pub fn object(status: StatusCode, value: &Value, output: Output) -> Response<Body> {
     let list = value.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
-    let mut resp = Response::new(full(encode(value, output)));
+    let bytes = match encode(value, output) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            // Negotiation only picks protobuf for kinds that have a message, so this is a bug.
+            tracing::error!(kind = ?value.get("kind"), "protobuf encoding failed: {e}");
+            let err = ApiError::internal(format!("encoding the response as protobuf: {e}"));
+            let mut resp = Response::new(full(serde_json::to_vec(&err.to_status()).unwrap_or_default()));
+            *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return resp;
+        }
+    };
+    let mut resp = Response::new(full(bytes));
     *resp.status_mut() = status;
     if let Ok(ct) = HeaderValue::from_str(&output.content_type(list)) {
         resp.headers_mut().insert(header::CONTENT_TYPE, ct);

@@ -20,7 +20,8 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::negotiation::{Output, Shape};
+use crate::negotiation::{Encoding, Output, Shape};
+use kapi_protobuf_codec::Codec;
 use crate::response::Body;
 use crate::state::ApiServer;
 use crate::transform::{self, IncludeObject};
@@ -60,7 +61,27 @@ fn event_type(kind: EventType) -> WatchEventType {
     }
 }
 
+/// Serializes one object in the stream's encoding.
+fn serialize(obj: &Value, encoding: Encoding) -> Bytes {
+    match encoding {
+        Encoding::Protobuf => Codec::global().encode(obj).unwrap_or_else(|e| {
+            // Negotiation only offers protobuf for kinds that have a message.
+            tracing::error!("protobuf encoding of a watch event failed: {e}");
+            Bytes::new()
+        }),
+        Encoding::Json | Encoding::Yaml => Bytes::from(serde_json::to_vec(obj).unwrap_or_default()),
+    }
+}
+
 impl StreamState {
+    /// One frame in the stream's framing: a JSON line or a length-prefixed protobuf WatchEvent.
+    fn frame(&self, t: WatchEventType, object: &[u8]) -> Bytes {
+        match self.opts.output.encoding {
+            Encoding::Protobuf => Codec::global().watch_frame(t.as_str(), object),
+            Encoding::Json | Encoding::Yaml => json_frame(t, object),
+        }
+    }
+
     fn encode_object(&mut self, obj: &Value) -> Bytes {
         let value = match self.opts.output.shape {
             Shape::Table => {
@@ -69,14 +90,14 @@ impl StreamState {
                 transform::table(self.spec, std::iter::once(obj), meta, self.opts.include, with_columns)
             }
             Shape::PartialMetadata => transform::partial_metadata(obj),
-            Shape::Object | Shape::DiscoveryV2 => return Bytes::from(serde_json::to_vec(obj).unwrap_or_default()),
+            Shape::Object | Shape::DiscoveryV2 => return serialize(obj, self.opts.output.encoding),
         };
-        Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
+        serialize(&value, self.opts.output.encoding)
     }
 
     fn bookmark(&self, rev: u64, initial_events_end: bool) -> Bytes {
         let obj = bookmark_object(&self.spec.api_version(), self.spec.kind, rev, initial_events_end);
-        json_frame(WatchEventType::Bookmark, &serde_json::to_vec(&obj).unwrap_or_default())
+        self.frame(WatchEventType::Bookmark, &serialize(&obj, self.opts.output.encoding))
     }
 
     /// The next frame to send, or `None` when the watch ends.
@@ -89,13 +110,15 @@ impl StreamState {
                 item = self.watcher.next() => match item? {
                     WatchItem::Event { kind, event } => {
                         let t = event_type(kind);
-                        let bytes = match self.opts.output.shape {
-                            Shape::Object | Shape::DiscoveryV2 => event.encoded(MediaSlot::Json, |o| {
-                                Bytes::from(serde_json::to_vec(o).unwrap_or_default())
-                            }),
-                            Shape::Table | Shape::PartialMetadata => self.encode_object(&event.object),
+                        let encoding = self.opts.output.encoding;
+                        let bytes = match (self.opts.output.shape, encoding) {
+                            (Shape::Object | Shape::DiscoveryV2, Encoding::Protobuf) => {
+                                event.encoded(MediaSlot::Protobuf, |o| serialize(o, encoding))
+                            }
+                            (Shape::Object | Shape::DiscoveryV2, _) => event.encoded(MediaSlot::Json, |o| serialize(o, encoding)),
+                            (Shape::Table | Shape::PartialMetadata, _) => self.encode_object(&event.object),
                         };
-                        return Some(json_frame(t, &bytes));
+                        return Some(self.frame(t, &bytes));
                     }
                     WatchItem::Bookmark(rev) => {
                         if self.opts.allow_bookmarks {
@@ -110,8 +133,8 @@ impl StreamState {
                     WatchItem::Terminated { reason: TerminateReason::Expired, last_delivered } => {
                         self.done = true;
                         let err = ApiError::resource_expired(format!("too old resource version: {last_delivered}"));
-                        let status = serde_json::to_vec(&err.to_status()).unwrap_or_default();
-                        return Some(json_frame(WatchEventType::Error, &status));
+                        let status = serialize(&err.to_status(), self.opts.output.encoding);
+                        return Some(self.frame(WatchEventType::Error, &status));
                     }
                     // Too slow or shut down: end the stream; the client resumes from its last
                     // resourceVersion.
@@ -152,7 +175,11 @@ pub fn respond(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, watcher: Watch
     });
     let mut resp = Response::new(StreamBody::new(frames.boxed()).boxed_unsync());
     *resp.status_mut() = StatusCode::OK;
-    if let Ok(ct) = HeaderValue::from_str(&opts.output.content_type(false)) {
+    let content_type = match opts.output.encoding {
+        Encoding::Protobuf => format!("{};stream=watch", opts.output.content_type(false)),
+        _ => opts.output.content_type(false),
+    };
+    if let Ok(ct) = HeaderValue::from_str(&content_type) {
         resp.headers_mut().insert(header::CONTENT_TYPE, ct);
     }
     resp

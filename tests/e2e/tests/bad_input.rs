@@ -213,13 +213,26 @@ fn cases(stale_rv: &str, current_rv: &str) -> Vec<Case> {
             "UnsupportedMediaType",
         ),
         case("unsupported Accept text/html", Request::get(&collection()).accept("text/html"), 406, "NotAcceptable"),
-        Case {
-            name: "garbage protobuf body",
-            req: Request::new("POST", &collection()).raw("application/vnd.kubernetes.protobuf", b"k8s\0\x0a\xff\xff garbage".to_vec()),
-            code: Code::ClientError,
-            reason: "",
-            message: "",
-        },
+        case(
+            "garbage protobuf body",
+            Request::new("POST", &collection()).raw("application/vnd.kubernetes.protobuf", b"k8s\0\x0a\xff\xff garbage".to_vec()),
+            400,
+            "BadRequest",
+        ),
+        case(
+            "truncated protobuf body",
+            // A ConfigMap envelope cut inside its raw bytes.
+            Request::new("POST", &collection())
+                .raw("application/vnd.kubernetes.protobuf", b"k8s\0\x0a\x0f\x0a\x02v1\x12\x09ConfigMap\x12\x20\x0a\x03".to_vec()),
+            400,
+            "BadRequest",
+        ),
+        case(
+            "protobuf body without the k8s magic",
+            Request::new("POST", &collection()).raw("application/vnd.kubernetes.protobuf", br#"{"kind":"ConfigMap"}"#.to_vec()),
+            400,
+            "BadRequest",
+        ),
         Case {
             name: "create in a missing namespace",
             req: Request::new("POST", "/api/v1/namespaces/missing/configmaps").json(&configmap("orphan")),

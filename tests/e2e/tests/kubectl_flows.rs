@@ -390,12 +390,20 @@ fn kubectl_default_reads_and_watches() {
     assert!(status.is_some_and(|s| s.success()), "wait --for=delete: {status:?}; stderr {err}");
 }
 
+/// The default kubectl writes built-in kinds in protobuf.
 #[test]
-#[ignore = "protobuf bodies not served yet (issue 2)"]
 fn kubectl_default_full_flow() {
     let kapi = Kapi::start().expect("start kapi");
     let k = Kubectl::default(&kapi);
     create_namespace_and_apply(&k);
+    // Typed writes really travel as protobuf, and the stored object is the same as from JSON.
+    let traced = k.run(&["create", "configmap", "pb", "-n", NS, "--from-literal=a=b", "-v=8"]);
+    let log = String::from_utf8_lossy(&traced.stderr);
+    assert!(traced.status.success(), "create over protobuf failed:\n{log}");
+    assert!(log.contains("Content-Type: application/vnd.kubernetes.protobuf"), "kubectl did not send protobuf:\n{log}");
+    let pb = k.json(&["get", "configmap", "pb", "-n", NS]);
+    assert_eq!(pb["data"], json!({"a": "b"}));
+    assert!(pb["metadata"].get("generation").is_none(), "Go's zero generation is not stored: {pb}");
     check_tables(&k);
     check_output_formats(&k);
     check_label_annotate_patch_scale(&k);
@@ -404,4 +412,34 @@ fn kubectl_default_full_flow() {
     });
     k.ok(&["delete", "configmap", "late", "-n", NS]);
     check_delete_and_wait(&k);
+}
+
+/// `kubectl run -i` waits for its pod with a client-go informer on the typed (protobuf) client:
+/// a protobuf list, then a protobuf watch stream. When the pod turns Running and Ready it moves
+/// on to attaching, which proves the watch event was decoded by real client-go.
+#[test]
+fn kubectl_default_informer_follows_protobuf_watch() {
+    let kapi = Kapi::start().expect("start kapi");
+    std::thread::scope(|scope| {
+        // Once the pod exists (the informer has listed it), make it Running and Ready.
+        let patcher = scope.spawn(|| {
+            let k = Kubectl::default(&kapi);
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while k.run(&["get", "pod", "px"]).status.code() != Some(0) {
+                assert!(std::time::Instant::now() < deadline, "kubectl run never created the pod");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            let status = r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#;
+            k.ok(&["patch", "pod", "px", "--subresource=status", "--type=merge", "-p", status]);
+        });
+        let k = Kubectl::default(&kapi);
+        let out = k.run(&["run", "px", "--image=busybox", "-i", "--restart=Never", "--pod-running-timeout=30s", "-v=8"]);
+        patcher.join().expect("patcher");
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(log.contains("application/vnd.kubernetes.protobuf;stream=watch"), "the watch was not protobuf:\n{log}");
+        assert!(!log.contains("unable to decode an event"), "client-go failed to decode a watch event:\n{log}");
+        // Past the wait: kubectl tried to attach (kapi has no kubelet to attach to).
+        assert!(log.contains("couldn't attach to pod/px"), "kubectl never saw the pod become ready through the watch:\n{log}");
+    });
 }

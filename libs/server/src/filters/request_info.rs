@@ -35,7 +35,7 @@ where
     let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query());
     let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
     // Status errors have a protobuf encoding, so protobuf clients get them in protobuf.
-    let output = negotiate(accept, Negotiable::Resource, false).map(Output::plain).unwrap_or(Output::JSON);
+    let output = negotiate(accept, Negotiable::Resource, true).map(Output::plain).unwrap_or(Output::JSON);
     req.extensions_mut().insert(info);
     req.extensions_mut().insert(ErrorOutput(output));
     match inner.oneshot(req).await {

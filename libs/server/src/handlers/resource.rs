@@ -20,7 +20,8 @@ use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
 use crate::field_validation::{self, FieldValidation, Source};
-use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape};
+use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape, PROTOBUF};
+use kapi_protobuf_codec::Codec;
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -44,7 +45,8 @@ pub async fn handle(
     body: Bytes,
 ) -> Response<Body> {
     let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
-    let output = match negotiate(accept, what, false) {
+    let protobuf = find_spec(info).is_ok_and(|spec| Codec::global().supports(&spec.api_version(), spec.kind));
+    let output = match negotiate(accept, what, protobuf) {
         Ok(o) => o,
         Err(e) => return response::error(&e, Output::JSON),
     };
@@ -158,7 +160,7 @@ async fn dispatch(
             Ok(with_warnings(single(spec, &patched, output, query, StatusCode::OK)?, &warnings))
         }
         "delete" => {
-            let opts = delete_options(query, &body)?;
+            let opts = delete_options(query, content_type, &body)?;
             let outcome = srv.rest.delete(&strategy, ns, name, &opts).await?;
             let returns_object = !outcome.deleted || (spec.group.is_empty() && matches!(spec.resource, "pods" | "namespaces"));
             if returns_object {
@@ -170,7 +172,7 @@ async fn dispatch(
         }
         "deletecollection" => {
             let params = list_params(spec, query)?;
-            let opts = delete_options(query, &body)?;
+            let opts = delete_options(query, content_type, &body)?;
             let (deleted, rev) = srv.rest.delete_collection(&strategy, ns, &params, &opts).await?;
             let list = list_object(spec, deleted.iter(), list_meta(rev, None, None));
             Ok(response::object(StatusCode::OK, &list, output.plain()))
@@ -359,10 +361,12 @@ async fn watch(
     ))
 }
 
-fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+fn delete_options(query: &Query, content_type: Option<&str>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions { dry_run: dry_run(query)?, ..Default::default() };
     let from_body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
+    } else if content_essence(content_type).as_deref() == Some(PROTOBUF) {
+        decode_body(content_type, body)?
     } else {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
