@@ -22,6 +22,10 @@ pub enum WriteTarget {
     Main,
     /// The `status` subresource: only status changes are kept.
     Status,
+    /// A subresource with its own rules that the server applies itself (`pods/binding` sets
+    /// `spec.nodeName`, which a pod update may not change): the handler computes the whole new
+    /// object and checks what it allows; the main resource's update validation does not apply.
+    Subresource,
 }
 
 /// The hooks the generic store applies around storage calls.
@@ -57,6 +61,7 @@ pub trait Strategy: Send + Sync {
                     }
                 }
             }
+            WriteTarget::Subresource => {}
             WriteTarget::Status => {
                 // kube's ResetObjectMetaForStatus plus `new.Spec = old.Spec`: a status write
                 // changes status only.

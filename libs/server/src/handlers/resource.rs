@@ -643,7 +643,7 @@ async fn bind_pod(
     }
     let gr = GroupResource::new("", "pods/binding");
     srv.rest
-        .update_with(strategy, ns, name, WriteTarget::Main, dry_run, |pod| {
+        .update_with(strategy, ns, name, WriteTarget::Subresource, dry_run, |pod| {
             if pod.pointer("/metadata/deletionTimestamp").is_some() {
                 return Err(ApiError::conflict(&gr, name, &format!("pod {name} is being deleted, cannot be assigned to a host")));
             }
@@ -652,6 +652,26 @@ async fn bind_pod(
             }
             let mut new = pod.clone();
             new["spec"]["nodeName"] = Value::String(node.clone());
+            // As kube's binding: the binding's annotations land on the pod, and the pod is
+            // marked scheduled.
+            if let Some(annotations) = binding.pointer("/metadata/annotations").and_then(Value::as_object) {
+                let meta = new.get_mut("metadata").and_then(Value::as_object_mut);
+                if let Some(meta) = meta {
+                    let target = meta.entry("annotations").or_insert_with(|| json!({}));
+                    if let Some(target) = target.as_object_mut() {
+                        target.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    }
+                }
+            }
+            let conditions = new
+                .get_mut("status")
+                .and_then(Value::as_object_mut)
+                .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+            if let Some(Value::Array(conditions)) = conditions {
+                conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+                conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                    "lastTransitionTime": kapi_apimachinery::time::now_rfc3339()}));
+            }
             if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("resourceVersion");
             }
