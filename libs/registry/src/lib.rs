@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod conversion;
 pub mod defaults;
 pub mod fields;
 pub mod rest;

@@ -15,6 +15,7 @@ use hyper::body::Frame;
 use kapi_apimachinery::watch::{bookmark_object, json_frame, WatchEventType};
 use kapi_apimachinery::ApiError;
 use kapi_registry::catalog::ResourceSpec;
+use kapi_registry::conversion;
 use kapi_watch::{EventType, MediaSlot, TerminateReason, WatchItem, Watcher};
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -87,7 +88,7 @@ impl StreamState {
             Shape::Table => {
                 let with_columns = std::mem::replace(&mut self.first_table, false);
                 let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
-                transform::table(self.spec, std::iter::once(obj), meta, self.opts.include, with_columns)
+                transform::table(conversion::storage_spec(self.spec), std::iter::once(obj), meta, self.opts.include, with_columns)
             }
             Shape::PartialMetadata => transform::partial_metadata(obj),
             Shape::Object | Shape::DiscoveryV2 => return serialize(obj, self.opts.output.encoding),
@@ -111,6 +112,18 @@ impl StreamState {
                     WatchItem::Event { kind, event } => {
                         let t = event_type(kind);
                         let encoding = self.opts.output.encoding;
+                        if conversion::needs_conversion(self.spec) && matches!(self.opts.output.shape, Shape::Object) {
+                            // Stored in another version: convert per watcher version, so the
+                            // shared per-event encodings (storage version) are not used.
+                            let converted = match conversion::from_storage(self.spec, event.object.as_ref().clone()) {
+                                Ok(obj) => obj,
+                                Err(e) => {
+                                    tracing::error!("converting a watch event: {}", e.message);
+                                    continue;
+                                }
+                            };
+                            return Some(self.frame(t, &serialize(&converted, encoding)));
+                        }
                         let bytes = match (self.opts.output.shape, encoding) {
                             (Shape::Object | Shape::DiscoveryV2, Encoding::Protobuf) => {
                                 event.encoded(MediaSlot::Protobuf, |o| serialize(o, encoding))

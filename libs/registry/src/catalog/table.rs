@@ -488,7 +488,7 @@ pub(super) static RESOURCES: &[ResourceSpec] = &[
         serving: Serving::Stored,
         tracks_generation: false,
         field_selectors: NONE,
-        storage_group: "events.k8s.io",
+        storage_group: "",
     },
     ResourceSpec {
         group: "authentication.k8s.io",

@@ -15,6 +15,7 @@ use kapi_apimachinery::resource_version;
 use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_registry::catalog::{self, ResourceSpec, Serving};
+use kapi_registry::conversion;
 use kapi_registry::rest::{DeleteOptions, ListParams};
 use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
@@ -118,14 +119,16 @@ async fn dispatch(
     body: Bytes,
 ) -> HandlerResult {
     let spec = find_spec(info)?;
-    let strategy = CatalogStrategy(spec);
+    // Objects of a few resources live in another version's storage: the strategy (defaults,
+    // validation, storage keys) is the storage version's; bodies and answers are converted.
+    let strategy = CatalogStrategy(conversion::storage_spec(spec));
     let gr = GroupResource::new(spec.group, spec.resource);
     let ns = (!info.namespace.is_empty() && spec.namespaced).then_some(info.namespace.as_str());
     if spec.namespaced && ns.is_none() && !matches!(info.verb.as_str(), "list" | "watch") {
         return Err(ApiError::path_not_found());
     }
     if !info.subresource.is_empty() {
-        return subresource(srv, &strategy, info, ns, query, output, content_type, body).await;
+        return subresource(srv, spec, &strategy, info, ns, query, output, content_type, body).await;
     }
     if !spec.supports(&info.verb) {
         return Err(ApiError::method_not_supported(&gr, &info.verb));
@@ -139,24 +142,24 @@ async fn dispatch(
             let obj = srv.rest.get(&strategy, ns, name).await?;
             Ok(single(spec, &obj, output, query, StatusCode::OK)?)
         }
-        "list" => list(srv, &strategy, ns, query, output).await,
-        "watch" => watch(srv, &strategy, ns, info, query, output).await,
+        "list" => list(srv, spec, &strategy, ns, query, output).await,
+        "watch" => watch(srv, spec, &strategy, ns, info, query, output).await,
         "create" => {
             let mut warnings = Vec::new();
-            let obj = decode_checked(srv, spec, query, content_type, &body, &mut warnings)?;
+            let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
             let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?).await?;
             Ok(with_warnings(single(spec, &created, output, query, StatusCode::CREATED)?, &warnings))
         }
         "update" => {
             let mut warnings = Vec::new();
-            let obj = decode_checked(srv, spec, query, content_type, &body, &mut warnings)?;
+            let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
             let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         "patch" => {
             let mode = FieldValidation::from_query(query)?;
             let (patched, warnings) =
-                patch(srv, &strategy, ns, name, content_type, &body, WriteTarget::Main, dry_run(query)?, mode).await?;
+                patch(srv, spec, &strategy, ns, name, content_type, &body, WriteTarget::Main, dry_run(query)?, mode).await?;
             Ok(with_warnings(single(spec, &patched, output, query, StatusCode::OK)?, &warnings))
         }
         "delete" => {
@@ -174,6 +177,7 @@ async fn dispatch(
             let params = list_params(spec, query)?;
             let opts = delete_options(query, content_type, &body)?;
             let (deleted, rev) = srv.rest.delete_collection(&strategy, ns, &params, &opts).await?;
+            let deleted = deleted.into_iter().map(|o| conversion::from_storage(spec, o)).collect::<Result<Vec<_>, _>>()?;
             let list = list_object(spec, deleted.iter(), list_meta(rev, None, None));
             Ok(response::object(StatusCode::OK, &list, output.plain()))
         }
@@ -181,14 +185,17 @@ async fn dispatch(
     }
 }
 
-fn single(spec: &ResourceSpec, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
+/// Answers with one stored object, in the request's version and shape. Tables are computed from
+/// the stored version, as kube prints from its internal version.
+fn single(spec: &'static ResourceSpec, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
     let value = match output.shape {
         Shape::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            transform::table(spec, std::iter::once(obj), json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)}), include, true)
+            let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+            transform::table(conversion::storage_spec(spec), std::iter::once(obj), meta, include, true)
         }
         Shape::PartialMetadata => transform::partial_metadata(obj),
-        Shape::Object | Shape::DiscoveryV2 => obj.clone(),
+        Shape::Object | Shape::DiscoveryV2 => conversion::from_storage(spec, obj.clone())?,
     };
     Ok(response::object(code, &value, output))
 }
@@ -298,17 +305,28 @@ pub fn list_params(spec: &ResourceSpec, query: &Query) -> Result<ListParams, Api
     })
 }
 
-async fn list(srv: &Arc<ApiServer>, strategy: &CatalogStrategy, ns: Option<&str>, query: &Query, output: Output) -> HandlerResult {
-    let spec = strategy.spec();
-    let params = list_params(spec, query)?;
+async fn list(
+    srv: &Arc<ApiServer>,
+    spec: &'static ResourceSpec,
+    strategy: &CatalogStrategy,
+    ns: Option<&str>,
+    query: &Query,
+    output: Output,
+) -> HandlerResult {
+    let params = list_params(strategy.spec(), query)?;
     let page = srv.rest.list(strategy, ns, &params).await?;
     let meta = list_meta(page.resource_version, page.continue_token, page.remaining);
     let value = match output.shape {
         Shape::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            transform::table(spec, page.items.iter().map(|a| a.as_ref()), meta, include, true)
+            transform::table(strategy.spec(), page.items.iter().map(|a| a.as_ref()), meta, include, true)
         }
         Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
+        Shape::Object | Shape::DiscoveryV2 if conversion::needs_conversion(spec) => {
+            let items =
+                page.items.iter().map(|o| conversion::from_storage(spec, o.as_ref().clone())).collect::<Result<Vec<_>, _>>()?;
+            list_object(spec, items.iter(), meta)
+        }
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
             // The common case (informers, kubectl -o json): serialize straight from the cached
             // objects instead of building a copy of the whole list first.
@@ -325,14 +343,14 @@ async fn list(srv: &Arc<ApiServer>, strategy: &CatalogStrategy, ns: Option<&str>
 
 async fn watch(
     srv: &Arc<ApiServer>,
+    spec: &'static ResourceSpec,
     strategy: &CatalogStrategy,
     ns: Option<&str>,
     info: &RequestInfo,
     query: &Query,
     output: Output,
 ) -> HandlerResult {
-    let spec = strategy.spec();
-    let mut params = list_params(spec, query)?;
+    let mut params = list_params(strategy.spec(), query)?;
     // `GET .../pods/<name>?watch=1` and `/watch/.../pods/<name>` watch one object.
     if !info.name.is_empty() {
         let by_name = FieldSelector::parse(&format!("metadata.name={}", info.name))?;
@@ -454,6 +472,7 @@ fn apply_patch(content_type: Option<&str>, body: &[u8], current: &Value) -> Resu
 #[allow(clippy::too_many_arguments)]
 async fn patch(
     srv: &Arc<ApiServer>,
+    spec: &'static ResourceSpec,
     strategy: &CatalogStrategy,
     ns: Option<&str>,
     name: &str,
@@ -468,15 +487,16 @@ async fn patch(
         Some("application/json-patch+json" | "application/merge-patch+json") => {}
         _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
     }
-    let spec = strategy.spec();
     let mut warnings = Vec::new();
     let patched = srv
         .rest
-        .update_with(strategy, ns, name, target, dry_run, |current| {
-            let patched = apply_patch(content_type, body, current)?;
+        .update_with(strategy, ns, name, target, dry_run, |stored| {
+            // Patches apply to the object in the version the client speaks.
+            let current = conversion::from_storage(spec, stored.clone())?;
+            let patched = apply_patch(content_type, body, &current)?;
             // Only the last attempt's warnings describe the stored result.
             warnings = field_validation::check(&srv.openapi, mode, spec, &patched, Source::Patched)?;
-            Ok(patched)
+            conversion::to_storage(spec, patched)
         })
         .await?;
     Ok((patched, warnings))
@@ -548,6 +568,7 @@ fn apply_scale(parent: &Value, scale: &Value) -> Result<Value, ApiError> {
 #[allow(clippy::too_many_arguments)]
 async fn subresource(
     srv: &Arc<ApiServer>,
+    spec: &'static ResourceSpec,
     strategy: &CatalogStrategy,
     info: &RequestInfo,
     ns: Option<&str>,
@@ -556,7 +577,6 @@ async fn subresource(
     content_type: Option<&str>,
     body: Bytes,
 ) -> HandlerResult {
-    let spec = strategy.spec();
     let sub = info.subresource.as_str();
     let gr = GroupResource::new(spec.group, format!("{}/{}", spec.resource, sub));
     let Some(sub_spec) = spec.subresources.iter().find(|s| s.name == sub) else {
@@ -574,13 +594,13 @@ async fn subresource(
         }
         ("status", "update") => {
             let mut warnings = Vec::new();
-            let obj = decode_checked(srv, spec, query, content_type, &body, &mut warnings)?;
+            let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
             let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         ("status", "patch") => {
             let mode = FieldValidation::from_query(query)?;
-            let (patched, warnings) = patch(srv, strategy, ns, name, content_type, &body, WriteTarget::Status, dry, mode).await?;
+            let (patched, warnings) = patch(srv, spec, strategy, ns, name, content_type, &body, WriteTarget::Status, dry, mode).await?;
             Ok(with_warnings(single(spec, &patched, output, query, StatusCode::OK)?, &warnings))
         }
         ("scale", "get") => {
