@@ -205,11 +205,11 @@ mod tests {
     }
 
     #[test]
-    fn events_keep_separate_storage() {
+    fn both_event_apis_share_core_storage() {
         let core = find("", "v1", "events").expect("core events");
         let new = find("events.k8s.io", "v1", "events").expect("events.k8s.io");
-        assert_ne!(core.key_prefix(), new.key_prefix());
-        assert_eq!(new.key_prefix(), "/registry/events.k8s.io/events/");
+        assert_eq!(core.key_prefix(), new.key_prefix());
+        assert_eq!(new.key_prefix(), "/registry/core/events/");
     }
 
     #[test]

@@ -205,8 +205,15 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     bootstrap::run(&rest, local.port()).await.map_err(StartError::Bootstrap)?;
     srv.lifecycle.set_ready();
     tracing::info!("Serving securely on {local}");
-    println!("Serving securely on {local}");
-    println!("Admin kubeconfig: {}", opts.data_dir.join("kubeconfig").display());
+    // The ready line scripts wait for. A closed stdout (the reader went away) must not take the
+    // server down, so write errors are ignored instead of panicking as println! would.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "Serving securely on {local}");
+        let _ = writeln!(out, "Admin kubeconfig: {}", opts.data_dir.join("kubeconfig").display());
+        let _ = out.flush();
+    }
 
     let lifecycle_srv = srv.clone();
     let shutdown_delay = opts.shutdown_delay;

@@ -218,14 +218,17 @@ impl Kapi {
             .spawn()
             .map_err(|e| format!("starting {}: {e}", bin.display()))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
         let mut addr = None;
-        for line in BufReader::new(stdout).lines() {
+        for line in lines.by_ref() {
             let line = line.map_err(|e| e.to_string())?;
             if let Some(a) = line.strip_prefix("Serving securely on ") {
                 addr = Some(a.trim().to_owned());
                 break;
             }
         }
+        // Keep draining stdout so kapi never writes into a closed pipe.
+        std::thread::spawn(move || lines.for_each(drop));
         let addr = addr.ok_or("kapi exited before serving")?;
         let read = |f: &str| std::fs::read_to_string(data.join("pki").join(f)).map_err(|e| format!("{f}: {e}"));
         let target = Target::new(addr, &read("ca.crt")?, Some((&read("admin.crt")?, &read("admin.key")?)))?;
@@ -381,9 +384,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
         plan.objects
     ));
 
-    let store = baseline_store(&plan).await?;
+    let store = baseline_store(&plan).await.map_err(|e| format!("baseline store: {e}"))?;
     let pki_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let http = baseline_http(&plan, pki_dir.path()).await?;
+    let http = baseline_http(&plan, pki_dir.path()).await.map_err(|e| format!("baseline http: {e}"))?;
 
     let kapi = Kapi::start(&cli.kapi_bin)?;
     let mem_idle = kapi.memory();
@@ -398,14 +401,16 @@ async fn run(cli: &Cli) -> Result<String, String> {
         check(status, StatusCode::CREATED, &body, "create")?;
         Ok(conn)
     })
-    .await?;
+    .await
+    .map_err(|e| format!("kapi creates: {e}"))?;
     let mem_created = kapi.memory();
     let gets = drive(&kapi.target, plan.objects, plan.concurrency, |mut conn, i| async move {
         let (status, body) = conn.send(Method::GET, &format!("{NS}/cm-{i}"), None).await?;
         check(status, StatusCode::OK, &body, "get")?;
         Ok(conn)
     })
-    .await?;
+    .await
+    .map_err(|e| format!("kapi gets: {e}"))?;
 
     let mut conn = kapi.target.connect().await?;
     let mut list_lat = Vec::new();
