@@ -308,6 +308,15 @@ fn check_delete_and_wait(k: &Kubectl) {
     assert!(!left.contains("web") && !left.contains("job.batch/pi"), "objects left after delete -f: {left}");
 }
 
+/// `kubectl explain` reads the OpenAPI v3 documents.
+fn check_explain(k: &Kubectl) {
+    let out = k.ok(&["explain", "deployment.spec.replicas"]);
+    assert!(out.lines().any(|l| l.trim() == "FIELD: replicas <integer>"), "explain:\n{out}");
+    assert!(out.contains("Number of desired pods"), "explain lacks the description:\n{out}");
+    let out = k.ok(&["explain", "pods.spec.containers.ports"]);
+    assert!(out.contains("containerPort") && out.contains("<integer> -required-"), "explain ports:\n{out}");
+}
+
 fn check_raw(k: &Kubectl) {
     let raw = |path: &str| -> Value {
         let out = k.ok(&["get", "--raw", path]);
@@ -364,6 +373,7 @@ fn kubectl_1_27_full_flow() {
     assert_eq!(k.ok(&["delete", "configmap", "late", "-n", NS]).trim(), r#"configmap "late" deleted"#);
     check_delete_and_wait(&k);
     check_raw(&k);
+    check_explain(&k);
 }
 
 /// Reads, lists and watches with the default kubectl (which accepts JSON answers); objects are
@@ -381,6 +391,7 @@ fn kubectl_default_reads_and_watches() {
     check_describe(&k);
     check_watch(&k, || create_late_configmap(&kapi));
     check_raw(&k);
+    check_explain(&k);
     // Deletion by 1.27; waiting and reading back with the default kubectl.
     let mut wait = k.spawn(&["wait", "--for=delete", "configmap/late", "-n", NS, "--timeout=45s"]);
     std::thread::sleep(Duration::from_millis(500));
