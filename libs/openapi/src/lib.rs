@@ -15,6 +15,7 @@ mod patch_meta;
 mod paths;
 mod quantity;
 mod render;
+mod v2_proto;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
@@ -52,6 +53,7 @@ pub struct ServedResource {
 /// The rendered documents, built together on first request.
 struct Built {
     v2: Bytes,
+    v2_protobuf: Bytes,
     v3_index: Bytes,
     v3: HashMap<String, Bytes>,
 }
@@ -83,6 +85,12 @@ impl OpenApi {
     /// `GET /openapi/v2`: the Swagger 2.0 document (JSON).
     pub fn v2(&self) -> Bytes {
         self.built().v2.clone()
+    }
+
+    /// `GET /openapi/v2` in gnostic's protobuf form (`openapi.v2.Document`), which kubectl
+    /// 1.27 and 1.28 ask for before `explain` and client-side validation.
+    pub fn v2_protobuf(&self) -> Bytes {
+        self.built().v2_protobuf.clone()
     }
 
     /// `GET /openapi/v3`: the index of group-version documents with their content hashes.
@@ -189,6 +197,7 @@ fn build(served: &[ServedResource]) -> Built {
     };
     let v2 = Bytes::from(serde_json::to_vec(&v2).unwrap_or_default());
     drop(v2_paths);
+    let v2_protobuf = Bytes::from(v2_proto::document(&serde_json::from_slice(&v2).unwrap_or(Value::Null)));
 
     let mut v3 = HashMap::new();
     let mut index = Map::new();
@@ -217,6 +226,7 @@ fn build(served: &[ServedResource]) -> Built {
 
     Built {
         v2,
+        v2_protobuf,
         v3_index: Bytes::from(serde_json::to_vec(&json!({ "paths": index })).unwrap_or_default()),
         v3,
     }

@@ -76,7 +76,7 @@ fn assert_age(cell: &str) {
 fn create_namespace_and_apply(k: &Kubectl) {
     assert_eq!(k.ok(&["create", "namespace", NS]).trim(), format!("namespace/{NS} created"));
     let app = fixture("app.yaml");
-    let out = k.ok(&["apply", "--validate=false", "-n", NS, "-f", &app.display().to_string()]);
+    let out = k.ok(&["apply", "-n", NS, "-f", &app.display().to_string()]);
     for expected in [
         "deployment.apps/web created",
         "service/web created",
@@ -88,11 +88,11 @@ fn create_namespace_and_apply(k: &Kubectl) {
     }
     let pod = fixture("pod.yaml");
     assert_eq!(
-        k.ok(&["apply", "--validate=false", "-n", NS, "-f", &pod.display().to_string()]).trim(),
+        k.ok(&["apply", "-n", NS, "-f", &pod.display().to_string()]).trim(),
         "pod/standalone created"
     );
     // A second apply of the same file changes nothing.
-    let again = k.ok(&["apply", "--validate=false", "-n", NS, "-f", &app.display().to_string()]);
+    let again = k.ok(&["apply", "-n", NS, "-f", &app.display().to_string()]);
     assert!(again.lines().any(|l| l.trim() == "deployment.apps/web unchanged"), "re-apply:\n{again}");
 }
 

@@ -25,9 +25,34 @@ pub fn served_resources() -> Vec<ServedResource> {
         .collect()
 }
 
-/// Whether the client accepts JSON. The OpenAPI clients also ask for the protobuf encodings
-/// of the documents (`application/com.github.proto-openapi.spec.v2@v1.0+protobuf`), which kapi
-/// does not produce: a client accepting only those gets 406.
+/// The gnostic protobuf media types of the v2 document. Clients still ask for the `@v1.0`
+/// spelling, which is not a valid media type for Go's parser, so the answer carries the
+/// `.v1.0` one (as kube-openapi does).
+const V2_PROTOBUF: &[&str] =
+    &["application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"];
+
+/// Whether the client's first acceptable type for the v2 document is gnostic protobuf. Matched
+/// on the raw header: the `@` in the media type is not a token character for strict parsers.
+fn prefers_v2_protobuf(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else { return false };
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| matches!(p.trim().replace(' ', "").as_str(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+        if refused {
+            continue;
+        }
+        if V2_PROTOBUF.contains(&essence.as_str()) {
+            return true;
+        }
+        if matches!(essence.as_str(), "application/json" | "application/*" | "*/*") {
+            return false;
+        }
+    }
+    false
+}
+
+/// Whether the client accepts JSON.
 fn accepts_json(accept: Option<&str>) -> bool {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else { return true };
     parse_accept(accept).iter().any(|r| {
@@ -49,6 +74,11 @@ fn json_document(bytes: bytes::Bytes) -> http::Response<Body> {
 pub fn handle(openapi: &OpenApi, path: &str, query: &Query, accept: Option<&str>) -> Option<http::Response<Body>> {
     let path = path.trim_end_matches('/');
     if path == "/openapi/v2" {
+        if prefers_v2_protobuf(accept) {
+            let mut resp = http::Response::new(response::full(openapi.v2_protobuf()));
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(V2_PROTOBUF[0]));
+            return Some(resp);
+        }
         return Some(if accepts_json(accept) { json_document(openapi.v2()) } else { not_acceptable() });
     }
     if path == "/openapi/v3" {
@@ -100,6 +130,10 @@ mod tests {
         assert!(accepts_json(Some("application/json")));
         assert!(accepts_json(Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json")));
         assert!(!accepts_json(Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf")));
+        assert!(prefers_v2_protobuf(Some("application/com.github.proto-openapi.spec.v2@v1.0+protobuf")));
+        assert!(prefers_v2_protobuf(Some("application/com.github.proto-openapi.spec.v2.v1.0+protobuf, application/json")));
+        assert!(!prefers_v2_protobuf(Some("application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf")));
+        assert!(!prefers_v2_protobuf(None));
     }
 
     #[test]
