@@ -24,30 +24,46 @@ impl Target {
     pub fn new(addr: String, ca_pem: &str, client: Option<(&str, &str)>) -> Result<Self, String> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-            roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+            roots
+                .add(cert.map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
         }
         let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
         let config = match client {
             Some((cert, key)) => {
                 let chain: Vec<CertificateDer<'static>> =
-                    rustls_pemfile::certs(&mut cert.as_bytes()).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+                    rustls_pemfile::certs(&mut cert.as_bytes())
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| e.to_string())?;
                 let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key.as_bytes())
                     .map_err(|e| e.to_string())?
                     .ok_or("no private key")?;
-                builder.with_client_auth_cert(chain, key).map_err(|e| e.to_string())?
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| e.to_string())?
             }
             None => builder.with_no_client_auth(),
         };
-        Ok(Self { addr, tls: Arc::new(config) })
+        Ok(Self {
+            addr,
+            tls: Arc::new(config),
+        })
     }
 
     /// Opens one connection.
     pub async fn connect(&self) -> Result<Conn, String> {
-        let tcp = TcpStream::connect(&self.addr).await.map_err(|e| format!("connect {}: {e}", self.addr))?;
+        let tcp = TcpStream::connect(&self.addr)
+            .await
+            .map_err(|e| format!("connect {}: {e}", self.addr))?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
         let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
-        let tls = TlsConnector::from(self.tls.clone()).connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
-        let (sender, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| format!("HTTP: {e}"))?;
+        let tls = TlsConnector::from(self.tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS: {e}"))?;
+        let (sender, conn) = http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP: {e}"))?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -62,10 +78,20 @@ pub struct Conn {
 
 impl Conn {
     /// Sends a request and reads the whole answer.
-    pub async fn send(&mut self, method: Method, path: &str, body: Option<Bytes>) -> Result<(StatusCode, Bytes), String> {
+    pub async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<(StatusCode, Bytes), String> {
         let resp = self.start(method, path, body).await?;
         let status = resp.status();
-        let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
         Ok((status, bytes))
     }
 
@@ -77,11 +103,19 @@ impl Conn {
         body: Option<Bytes>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
         self.sender.ready().await.map_err(|e| e.to_string())?;
-        let mut req = Request::builder().method(method).uri(path).header("host", "localhost");
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "localhost");
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }
-        let req = req.body(Full::new(body.unwrap_or_default())).map_err(|e| e.to_string())?;
-        self.sender.send_request(req).await.map_err(|e| e.to_string())
+        let req = req
+            .body(Full::new(body.unwrap_or_default()))
+            .map_err(|e| e.to_string())?;
+        self.sender
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())
     }
 }

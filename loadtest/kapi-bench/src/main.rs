@@ -26,7 +26,10 @@ use client::{Conn, Target};
 use stats::{ms, Samples};
 
 #[derive(Parser)]
-#[command(name = "kapi-bench", about = "Benchmarks kapi against same-run baselines")]
+#[command(
+    name = "kapi-bench",
+    about = "Benchmarks kapi against same-run baselines"
+)]
 struct Cli {
     /// The kapi binary to start (use a release build for real numbers).
     #[arg(long)]
@@ -51,9 +54,23 @@ struct Plan {
 impl Plan {
     fn new(quick: bool) -> Self {
         if quick {
-            Plan { objects: 200, concurrency: 8, lists: 3, watch_rate: 50, watch_secs: 1, watchers: [1, 5] }
+            Plan {
+                objects: 200,
+                concurrency: 8,
+                lists: 3,
+                watch_rate: 50,
+                watch_secs: 1,
+                watchers: [1, 5],
+            }
         } else {
-            Plan { objects: 10_000, concurrency: 32, lists: 30, watch_rate: 200, watch_secs: 5, watchers: [1, 100] }
+            Plan {
+                objects: 10_000,
+                concurrency: 32,
+                lists: 30,
+                watch_rate: 200,
+                watch_secs: 5,
+                watchers: [1, 100],
+            }
         }
     }
 }
@@ -61,7 +78,10 @@ impl Plan {
 fn main() {
     let cli = Cli::parse();
     kapi_server::tls::install_crypto_provider();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     match runtime.block_on(run(&cli)) {
         Ok(report) => {
             println!("{report}");
@@ -79,19 +99,28 @@ fn main() {
     }
 }
 
-/// Runs `op(conn, i)` for i in 0..n over `concurrency` kept-alive connections.
-async fn drive<F, Fut>(target: &Target, n: usize, concurrency: usize, op: F) -> Result<Samples, String>
+/// Runs `op(state, i)` for i in 0..n on `concurrency` tasks, each with its own state from
+/// `init` (a connection, a store handle); returns every operation's latency.
+async fn spread<S, I, IFut, F, Fut>(
+    n: usize,
+    concurrency: usize,
+    init: I,
+    op: F,
+) -> Result<Samples, String>
 where
-    F: Fn(Conn, usize) -> Fut + Send + Sync + 'static + Clone,
-    Fut: std::future::Future<Output = Result<Conn, String>> + Send,
+    S: Send + 'static,
+    I: Fn() -> IFut,
+    IFut: std::future::Future<Output = Result<S, String>> + Send + 'static,
+    F: Fn(S, usize) -> Fut + Send + Sync + 'static + Clone,
+    Fut: std::future::Future<Output = Result<S, String>> + Send,
 {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
-        let (target, next, op) = (target.clone(), next.clone(), op.clone());
+        let (state, next, op) = (init(), next.clone(), op.clone());
         tasks.push(tokio::spawn(async move {
-            let mut conn = target.connect().await?;
+            let mut state = state.await?;
             let mut lat = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -99,7 +128,7 @@ where
                     return Ok::<_, String>(lat);
                 }
                 let t = Instant::now();
-                conn = op(conn, i).await?;
+                state = op(state, i).await?;
                 lat.push(t.elapsed());
             }
         }));
@@ -111,11 +140,37 @@ where
     Ok(Samples::with(all, started.elapsed()))
 }
 
+/// Runs `op(conn, i)` for i in 0..n over `concurrency` kept-alive connections.
+async fn drive<F, Fut>(
+    target: &Target,
+    n: usize,
+    concurrency: usize,
+    op: F,
+) -> Result<Samples, String>
+where
+    F: Fn(Conn, usize) -> Fut + Send + Sync + 'static + Clone,
+    Fut: std::future::Future<Output = Result<Conn, String>> + Send,
+{
+    spread(
+        n,
+        concurrency,
+        || {
+            let target = target.clone();
+            async move { target.connect().await }
+        },
+        op,
+    )
+    .await
+}
+
 fn check(status: StatusCode, want: StatusCode, body: &[u8], what: &str) -> Result<(), String> {
     if status == want {
         Ok(())
     } else {
-        Err(format!("{what}: HTTP {status}: {}", String::from_utf8_lossy(&body[..body.len().min(300)])))
+        Err(format!(
+            "{what}: HTTP {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(300)])
+        ))
     }
 }
 
@@ -130,53 +185,59 @@ fn configmap(name: &str) -> Bytes {
 async fn baseline_store(plan: &Plan) -> Result<Samples, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("bench.db");
-    let store = tokio::task::spawn_blocking(move || kapi_storage::sqlite::SqliteStore::open(&path, Default::default()))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..plan.concurrency {
-        let (store, next, n) = (store.clone(), next.clone(), plan.objects);
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    return Ok::<_, String>(lat);
-                }
-                let t = Instant::now();
-                store
-                    .create(&format!("/registry/core/configmaps/bench/cm-{i}"), configmap(&format!("cm-{i}")))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                lat.push(t.elapsed());
-            }
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.map_err(|e| e.to_string())??);
-    }
-    Ok(Samples::with(all, started.elapsed()))
+    let store = tokio::task::spawn_blocking(move || {
+        kapi_storage::sqlite::SqliteStore::open(&path, Default::default())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    spread(
+        plan.objects,
+        plan.concurrency,
+        || {
+            let store = store.clone();
+            async move { Ok(store) }
+        },
+        |store, i| async move {
+            store
+                .create(
+                    &format!("/registry/core/configmaps/bench/cm-{i}"),
+                    configmap(&format!("cm-{i}")),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(store)
+        },
+    )
+    .await
 }
 
 /// A minimal hyper HTTPS server with the same TLS stack, answering a small fixed JSON body.
 async fn baseline_http(plan: &Plan, pki_dir: &Path) -> Result<Samples, String> {
-    let pki = kapi_server::pki::ensure_pki(pki_dir, &["localhost".into(), "127.0.0.1".into()]).map_err(|e| e.to_string())?;
-    let tls = kapi_server::tls::server_config(&pki.serving_cert_pem, &pki.serving_key_pem, Some(&pki.ca_cert_pem))
+    let pki = kapi_server::pki::ensure_pki(pki_dir, &["localhost".into(), "127.0.0.1".into()])
         .map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let tls = kapi_server::tls::server_config(
+        &pki.serving_cert_pem,
+        &pki.serving_key_pem,
+        Some(&pki.ca_cert_pem),
+    )
+    .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let server = tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let _ = tcp.set_nodelay(true);
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
                 let service = hyper::service::service_fn(|_req| async {
                     let body = http_body_util::Full::new(Bytes::from_static(
                         br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":200}"#,
@@ -189,12 +250,21 @@ async fn baseline_http(plan: &Plan, pki_dir: &Path) -> Result<Samples, String> {
             });
         }
     });
-    let target = Target::new(addr.to_string(), &pki.ca_cert_pem, Some((&pki.admin_cert_pem, &pki.admin_key_pem)))?;
-    let samples = drive(&target, plan.objects, plan.concurrency, |mut conn, _| async move {
-        let (status, body) = conn.send(Method::GET, "/", None).await?;
-        check(status, StatusCode::OK, &body, "baseline GET")?;
-        Ok(conn)
-    })
+    let target = Target::new(
+        addr.to_string(),
+        &pki.ca_cert_pem,
+        Some((&pki.admin_cert_pem, &pki.admin_key_pem)),
+    )?;
+    let samples = drive(
+        &target,
+        plan.objects,
+        plan.concurrency,
+        |mut conn, _| async move {
+            let (status, body) = conn.send(Method::GET, "/", None).await?;
+            check(status, StatusCode::OK, &body, "baseline GET")?;
+            Ok(conn)
+        },
+    )
     .await;
     server.abort();
     samples
@@ -230,14 +300,25 @@ impl Kapi {
         // Keep draining stdout so kapi never writes into a closed pipe.
         std::thread::spawn(move || lines.for_each(drop));
         let addr = addr.ok_or("kapi exited before serving")?;
-        let read = |f: &str| std::fs::read_to_string(data.join("pki").join(f)).map_err(|e| format!("{f}: {e}"));
-        let target = Target::new(addr, &read("ca.crt")?, Some((&read("admin.crt")?, &read("admin.key")?)))?;
-        Ok(Kapi { child, target, _dir: dir })
+        let read = |f: &str| {
+            std::fs::read_to_string(data.join("pki").join(f)).map_err(|e| format!("{f}: {e}"))
+        };
+        let target = Target::new(
+            addr,
+            &read("ca.crt")?,
+            Some((&read("admin.crt")?, &read("admin.key")?)),
+        )?;
+        Ok(Kapi {
+            child,
+            target,
+            _dir: dir,
+        })
     }
 
     /// (VmRSS, VmHWM) in MiB.
     fn memory(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -252,7 +333,9 @@ impl Kapi {
 
 impl Drop for Kapi {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -274,7 +357,13 @@ async fn watch_collect(
     last_rv: Arc<std::sync::Mutex<Option<u64>>>,
 ) -> Result<Vec<(u64, Instant)>, String> {
     let mut conn = target.connect().await?;
-    let resp = conn.start(Method::GET, &format!("{NS}?watch=true&resourceVersion={from_rv}&timeoutSeconds=120"), None).await?;
+    let resp = conn
+        .start(
+            Method::GET,
+            &format!("{NS}?watch=true&resourceVersion={from_rv}&timeoutSeconds=120"),
+            None,
+        )
+        .await?;
     if resp.status() != StatusCode::OK {
         return Err(format!("watch: HTTP {}", resp.status()));
     }
@@ -298,21 +387,30 @@ async fn watch_collect(
                 continue;
             }
         };
-        let Some(frame) = frame else { return Err("watch ended early".into()) };
+        let Some(frame) = frame else {
+            return Err("watch ended early".into());
+        };
         let frame = frame.map_err(|e| e.to_string())?;
         let now = Instant::now();
         if let Ok(data) = frame.into_data() {
             buf.extend_from_slice(&data);
             while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=pos).collect();
-                let event: Value = serde_json::from_slice(&line).map_err(|e| format!("watch line: {e}"))?;
-                let rv = event.pointer("/object/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok());
+                let event: Value =
+                    serde_json::from_slice(&line).map_err(|e| format!("watch line: {e}"))?;
+                let rv = event
+                    .pointer("/object/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.parse().ok());
                 if let Some(rv) = rv {
                     seen.push((rv, now));
                 }
             }
         }
-        let done = last_rv.lock().map_err(|e| e.to_string())?.is_some_and(|last| seen.last().is_some_and(|(rv, _)| *rv >= last));
+        let done = last_rv
+            .lock()
+            .map_err(|e| e.to_string())?
+            .is_some_and(|last| seen.last().is_some_and(|(rv, _)| *rv >= last));
         if done {
             return Ok(seen);
         }
@@ -331,11 +429,18 @@ async fn watch_latency(kapi: &Kapi, plan: &Plan, watchers: usize) -> Result<Watc
     let (status, body) = conn.send(Method::POST, NS, Some(configmap(&name))).await?;
     check(status, StatusCode::CREATED, &body, "create watched")?;
     let created: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-    let from_rv = created["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_owned();
+    let from_rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_owned();
     let last_rv = Arc::new(std::sync::Mutex::new(None));
     let mut handles = Vec::new();
     for _ in 0..watchers {
-        handles.push(tokio::spawn(watch_collect(kapi.target.clone(), from_rv.clone(), last_rv.clone())));
+        handles.push(tokio::spawn(watch_collect(
+            kapi.target.clone(),
+            from_rv.clone(),
+            last_rv.clone(),
+        )));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let writes = plan.watch_rate * plan.watch_secs;
@@ -349,11 +454,16 @@ async fn watch_latency(kapi: &Kapi, plan: &Plan, watchers: usize) -> Result<Watc
                 .unwrap_or_default(),
         );
         let t0 = Instant::now();
-        let (status, resp) = conn.send(Method::PUT, &format!("{NS}/{name}"), Some(body)).await?;
+        let (status, resp) = conn
+            .send(Method::PUT, &format!("{NS}/{name}"), Some(body))
+            .await?;
         let t1 = Instant::now();
         check(status, StatusCode::OK, &resp, "update watched")?;
         let v: Value = serde_json::from_slice(&resp).map_err(|e| e.to_string())?;
-        let rv: u64 = v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).ok_or("no resourceVersion")?;
+        let rv: u64 = v["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or("no resourceVersion")?;
         sent.push((rv, t0, t1));
     }
     let elapsed = start.elapsed();
@@ -364,12 +474,18 @@ async fn watch_latency(kapi: &Kapi, plan: &Plan, watchers: usize) -> Result<Watc
         let seen = h.await.map_err(|e| e.to_string())??;
         let by_rv: std::collections::HashMap<u64, Instant> = seen.into_iter().collect();
         for (rv, t0, t1) in &sent {
-            let recv = by_rv.get(rv).ok_or_else(|| format!("a watcher missed resourceVersion {rv}"))?;
+            let recv = by_rv
+                .get(rv)
+                .ok_or_else(|| format!("a watcher missed resourceVersion {rv}"))?;
             after_ack.push(recv.saturating_duration_since(*t1));
             after_send.push(recv.saturating_duration_since(*t0));
         }
     }
-    Ok(WatchResult { watchers, after_ack: Samples::with(after_ack, elapsed), after_send: Samples::with(after_send, elapsed) })
+    Ok(WatchResult {
+        watchers,
+        after_ack: Samples::with(after_ack, elapsed),
+        after_send: Samples::with(after_send, elapsed),
+    })
 }
 
 async fn run(cli: &Cli) -> Result<String, String> {
@@ -384,31 +500,55 @@ async fn run(cli: &Cli) -> Result<String, String> {
         plan.objects
     ));
 
-    let store = baseline_store(&plan).await.map_err(|e| format!("baseline store: {e}"))?;
+    let store = baseline_store(&plan)
+        .await
+        .map_err(|e| format!("baseline store: {e}"))?;
     let pki_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let http = baseline_http(&plan, pki_dir.path()).await.map_err(|e| format!("baseline http: {e}"))?;
+    let http = baseline_http(&plan, pki_dir.path())
+        .await
+        .map_err(|e| format!("baseline http: {e}"))?;
 
     let kapi = Kapi::start(&cli.kapi_bin)?;
     let mem_idle = kapi.memory();
     {
         let mut conn = kapi.target.connect().await?;
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
-        let (status, body) = conn.send(Method::POST, "/api/v1/namespaces", Some(Bytes::from(ns.to_string()))).await?;
+        let (status, body) = conn
+            .send(
+                Method::POST,
+                "/api/v1/namespaces",
+                Some(Bytes::from(ns.to_string())),
+            )
+            .await?;
         check(status, StatusCode::CREATED, &body, "create namespace")?;
     }
-    let creates = drive(&kapi.target, plan.objects, plan.concurrency, |mut conn, i| async move {
-        let (status, body) = conn.send(Method::POST, NS, Some(configmap(&format!("cm-{i}")))).await?;
-        check(status, StatusCode::CREATED, &body, "create")?;
-        Ok(conn)
-    })
+    let creates = drive(
+        &kapi.target,
+        plan.objects,
+        plan.concurrency,
+        |mut conn, i| async move {
+            let (status, body) = conn
+                .send(Method::POST, NS, Some(configmap(&format!("cm-{i}"))))
+                .await?;
+            check(status, StatusCode::CREATED, &body, "create")?;
+            Ok(conn)
+        },
+    )
     .await
     .map_err(|e| format!("kapi creates: {e}"))?;
     let mem_created = kapi.memory();
-    let gets = drive(&kapi.target, plan.objects, plan.concurrency, |mut conn, i| async move {
-        let (status, body) = conn.send(Method::GET, &format!("{NS}/cm-{i}"), None).await?;
-        check(status, StatusCode::OK, &body, "get")?;
-        Ok(conn)
-    })
+    let gets = drive(
+        &kapi.target,
+        plan.objects,
+        plan.concurrency,
+        |mut conn, i| async move {
+            let (status, body) = conn
+                .send(Method::GET, &format!("{NS}/cm-{i}"), None)
+                .await?;
+            check(status, StatusCode::OK, &body, "get")?;
+            Ok(conn)
+        },
+    )
     .await
     .map_err(|e| format!("kapi gets: {e}"))?;
 
@@ -424,7 +564,10 @@ async fn run(cli: &Cli) -> Result<String, String> {
         let v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
         let n = v["items"].as_array().map_or(0, Vec::len);
         if n < plan.objects {
-            return Err(format!("list returned {n} items, expected at least {}", plan.objects));
+            return Err(format!(
+                "list returned {n} items, expected at least {}",
+                plan.objects
+            ));
         }
         list_bytes = body.len();
     }
@@ -433,7 +576,11 @@ async fn run(cli: &Cli) -> Result<String, String> {
     let mut token = String::new();
     let mut paged_items = 0;
     loop {
-        let path = if token.is_empty() { format!("{NS}?limit=500") } else { format!("{NS}?limit=500&continue={token}") };
+        let path = if token.is_empty() {
+            format!("{NS}?limit=500")
+        } else {
+            format!("{NS}?limit=500&continue={token}")
+        };
         let (status, body) = conn.send(Method::GET, &path, None).await?;
         check(status, StatusCode::OK, &body, "paged list")?;
         let v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
@@ -459,17 +606,28 @@ async fn run(cli: &Cli) -> Result<String, String> {
     ));
     report.push_str(&format!(
         "| baseline: minimal hyper HTTPS handler GETs | {} | {:.0}/s | {} | {} | — | — |\n",
-        http.count(), http.per_second(), ms(http.percentile(0.5)), ms(http.percentile(0.99))
+        http.count(),
+        http.per_second(),
+        ms(http.percentile(0.5)),
+        ms(http.percentile(0.99))
     ));
     report.push_str(&format!(
         "| kapi: POST ConfigMap | {} | {:.0}/s | {} | {} | store {:.0}/s | {:.2} |\n",
-        creates.count(), creates.per_second(), ms(creates.percentile(0.5)), ms(creates.percentile(0.99)),
-        store.per_second(), creates.per_second() / store.per_second()
+        creates.count(),
+        creates.per_second(),
+        ms(creates.percentile(0.5)),
+        ms(creates.percentile(0.99)),
+        store.per_second(),
+        creates.per_second() / store.per_second()
     ));
     report.push_str(&format!(
         "| kapi: GET ConfigMap | {} | {:.0}/s | {} | {} | hyper {:.0}/s | {:.2} |\n\n",
-        gets.count(), gets.per_second(), ms(gets.percentile(0.5)), ms(gets.percentile(0.99)),
-        http.per_second(), gets.per_second() / http.per_second()
+        gets.count(),
+        gets.per_second(),
+        ms(gets.percentile(0.5)),
+        ms(gets.percentile(0.99)),
+        http.per_second(),
+        gets.per_second() / http.per_second()
     ));
     report.push_str(&format!(
         "## LIST of {} ConfigMaps\n\n| measurement | count | p50 | p99 | response size |\n|---|---|---|---|---|\n| full list (consistent read, watch cache) | {} | {} | {} | {:.1} MiB |\n| paginated, limit=500 (store snapshot), whole walk | 1 | {} | {} | {paged_items} items |\n\n",
@@ -483,8 +641,12 @@ async fn run(cli: &Cli) -> Result<String, String> {
     for w in &watch_results {
         report.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
-            w.watchers, w.after_ack.count(), ms(w.after_ack.percentile(0.5)), ms(w.after_ack.percentile(0.99)),
-            ms(w.after_send.percentile(0.5)), ms(w.after_send.percentile(0.99))
+            w.watchers,
+            w.after_ack.count(),
+            ms(w.after_ack.percentile(0.5)),
+            ms(w.after_ack.percentile(0.99)),
+            ms(w.after_send.percentile(0.5)),
+            ms(w.after_send.percentile(0.99))
         ));
     }
     report.push_str(&format!(
@@ -499,12 +661,24 @@ fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_default();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<f64>().ok()))
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<f64>().ok())
+        })
         .map_or(0.0, |kib| kib / (1024.0 * 1024.0));
-    format!("Machine: {cpus} CPUs ({model}), {mem:.0} GiB RAM, Linux {}.\n", kernel.trim())
+    format!(
+        "Machine: {cpus} CPUs ({model}), {mem:.0} GiB RAM, Linux {}.\n",
+        kernel.trim()
+    )
 }

@@ -43,7 +43,10 @@ mod tests {
 
     #[test]
     fn percentiles_of_sorted_samples() {
-        let s = Samples::with((1..=100).rev().map(Duration::from_millis).collect(), Duration::from_secs(2));
+        let s = Samples::with(
+            (1..=100).rev().map(Duration::from_millis).collect(),
+            Duration::from_secs(2),
+        );
         assert_eq!(s.percentile(0.5), Duration::from_millis(51));
         assert_eq!(s.percentile(0.99), Duration::from_millis(99));
         assert_eq!(s.per_second(), 50.0);

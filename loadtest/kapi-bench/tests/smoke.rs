@@ -6,18 +6,29 @@ use std::process::Command;
 
 fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    exe.parent().and_then(|deps| deps.parent()).map(|dir| dir.join(name)).expect("target dir")
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join(name))
+        .expect("target dir")
 }
 
 #[test]
 fn quick_run_reports_every_measurement() {
     let out = Command::new(env!("CARGO_BIN_EXE_kapi-bench"))
         .args(["--quick", "--kapi-bin"])
-        .arg(std::env::var_os("KAPI_BIN").map(PathBuf::from).unwrap_or_else(|| bin("kapi")))
+        .arg(
+            std::env::var_os("KAPI_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| bin("kapi")),
+        )
         .output()
         .expect("run kapi-bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "kapi-bench failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "kapi-bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for needle in [
         "baseline: SQLite store creates",
         "baseline: minimal hyper HTTPS handler",
@@ -29,6 +40,9 @@ fn quick_run_reports_every_measurement() {
         "| 5 | 250 |",
         "after the watch runs",
     ] {
-        assert!(stdout.contains(needle), "report lacks {needle:?}:\n{stdout}");
+        assert!(
+            stdout.contains(needle),
+            "report lacks {needle:?}:\n{stdout}"
+        );
     }
 }
