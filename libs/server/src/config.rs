@@ -109,6 +109,7 @@ fn cached_prefixes() -> Vec<String> {
 struct Prepared {
     pki: pki::Pki,
     tls_config: Arc<rustls::ServerConfig>,
+    client_chains: tls::ClientChainVerifier,
     store: DynStore,
 }
 
@@ -131,6 +132,7 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         None => pki.ca_cert_pem.clone(),
     };
     let tls_config = tls::server_config(&cert_pem, &key_pem, Some(&client_ca))?;
+    let client_chains = tls::ClientChainVerifier::new(&client_ca)?;
 
     // Compact at least as often as the window is long, so a short window (tests, small
     // deployments) really bounds the log; never more than once a second.
@@ -141,7 +143,7 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         ..defaults
     };
     let store: DynStore = SqliteStore::open(&opts.data_dir.join("kapi.db"), sqlite_config)?;
-    Ok(Prepared { pki, tls_config, store })
+    Ok(Prepared { pki, tls_config, client_chains, store })
 }
 
 /// Runs blocking start-up work on the blocking pool.
@@ -154,7 +156,7 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, StartError
 /// Starts kapi and serves until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), StartError> {
     tls::install_crypto_provider();
-    let Prepared { pki, tls_config, store } = {
+    let Prepared { pki, tls_config, client_chains, store } = {
         let opts = opts.clone();
         blocking(move || prepare(&opts)).await?
     };
@@ -223,7 +225,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         lifecycle_srv.lifecycle.begin_shutdown();
         tokio::time::sleep(shutdown_delay).await;
     };
-    serve::serve(srv.clone(), listener, tls_config, shutdown, opts.request_timeout).await;
+    serve::serve(srv.clone(), listener, tls_config, Some(client_chains), shutdown, opts.request_timeout).await;
     caches.shutdown();
     Ok(())
 }

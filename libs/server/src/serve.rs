@@ -14,6 +14,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use crate::filters::{self, ConnInfo};
+use crate::tls::ClientChainVerifier;
 use crate::state::ApiServer;
 
 /// How long a client may take to finish the TLS handshake.
@@ -26,6 +27,7 @@ pub async fn serve(
     srv: Arc<ApiServer>,
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
+    client_chains: Option<ClientChainVerifier>,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
@@ -49,6 +51,7 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let srv = srv.clone();
         let builder = builder.clone();
+        let client_chains = client_chains.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -62,12 +65,23 @@ pub async fn serve(
                     return;
                 }
             };
-            let peer_certificates = tls
+            let presented = tls
                 .get_ref()
                 .1
                 .peer_certificates()
                 .map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
-            let conn_info = ConnInfo { peer_certificates };
+            // The handshake proved key possession; the chain is judged here, once per
+            // connection, so a certificate from another CA is a 401 rather than a reset.
+            let conn_info = match (presented, &client_chains) {
+                (Some(chain), Some(verifier)) => match verifier.verify(&chain) {
+                    Ok(()) => ConnInfo { peer_certificates: Some(chain), rejected_certificate: None },
+                    Err(reason) => {
+                        tracing::debug!(%peer, "client certificate rejected: {reason}");
+                        ConnInfo { peer_certificates: None, rejected_certificate: Some(reason) }
+                    }
+                },
+                _ => ConnInfo::default(),
+            };
             let chain = filters::chain(srv);
             let service = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(conn_info.clone());

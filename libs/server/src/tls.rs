@@ -1,19 +1,21 @@
 //! TLS serving: the rustls server configuration (serving certificate, ALPN, optional client
 //! certificates) and the helpers that read PEM material.
 //!
-//! Client certificates are optional at the TLS layer, like kube-apiserver's
-//! `VerifyClientCertIfGiven`: a client without a certificate still connects and is
-//! authenticated otherwise (or answered 401 later). A client that presents a certificate not
-//! issued by the client CA is refused by rustls during the handshake (a fatal alert, e.g.
-//! `unknown_ca` or `decrypt_error`), where kube-apiserver would complete the handshake and
-//! answer 401.
+//! Client certificates are requested but not required at the TLS layer, like kube-apiserver's
+//! `RequestClientCert`: a client without a certificate still connects and is authenticated
+//! otherwise (or answered 401). The handshake checks that the client holds the key of the
+//! certificate it presents; whether the certificate chains to the client CA is checked after
+//! the handshake ([`ClientChainVerifier`]), so that a certificate from another CA gets kube's
+//! 401 instead of a failed handshake.
 
 use std::sync::Arc;
 
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::RootCertStore;
+use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
 /// Why a TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -95,17 +97,73 @@ pub fn server_config(cert_pem: &str, key_pem: &str, client_ca_pem: Option<&str>)
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
     let builder = match client_ca_pem {
         Some(ca) => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(root_store(ca)?), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| TlsError::ClientCa(e.to_string()))?;
-            builder.with_client_cert_verifier(verifier)
+            let chains = ClientChainVerifier::new(ca)?;
+            builder.with_client_cert_verifier(Arc::new(ProofOfPossessionOnly { chains }))
         }
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Checks client certificate chains against the client CA, after the handshake.
+#[derive(Debug, Clone)]
+pub struct ClientChainVerifier {
+    inner: Arc<dyn ClientCertVerifier>,
+}
+
+impl ClientChainVerifier {
+    /// A verifier for chains issued by the CAs in `client_ca_pem`.
+    pub fn new(client_ca_pem: &str) -> Result<Self, TlsError> {
+        let inner = WebPkiClientVerifier::builder_with_provider(Arc::new(root_store(client_ca_pem)?), crypto_provider())
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+        Ok(Self { inner })
+    }
+
+    /// Whether `chain` (DER, leaf first) is valid now and issued by the client CA.
+    pub fn verify(&self, chain: &[Vec<u8>]) -> Result<(), String> {
+        let Some((leaf, intermediates)) = chain.split_first() else { return Err("no certificate".into()) };
+        let leaf = CertificateDer::from(leaf.as_slice());
+        let intermediates: Vec<CertificateDer<'_>> = intermediates.iter().map(|c| CertificateDer::from(c.as_slice())).collect();
+        self.inner.verify_client_cert(&leaf, &intermediates, UnixTime::now()).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// The handshake half of client-certificate checking: the client must prove it holds the key of
+/// the certificate it sends (the signature checks), but any issuer is accepted here; the chain
+/// is judged after the handshake by [`ClientChainVerifier`], so that a bad one is a 401.
+#[derive(Debug)]
+struct ProofOfPossessionOnly {
+    chains: ClientChainVerifier,
+}
+
+impl ClientCertVerifier for ProofOfPossessionOnly {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.chains.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(&self, _end_entity: &CertificateDer<'_>, _intermediates: &[CertificateDer<'_>], _now: UnixTime) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chains.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chains.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chains.inner.supported_verify_schemes()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
 }
 
 /// The verified client chain of a connection (DER, leaf first), in the shape
@@ -232,19 +290,40 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn certificate_from_another_ca_fails_the_handshake() {
+    async fn certificate_from_another_ca_connects_but_fails_chain_verification() {
         let (_dir, pki) = pki("tls-other-ca");
         let (_other_dir, other) = self::pki("tls-other-ca-2");
         assert_ne!(pki.ca_cert_pem, other.ca_cert_pem);
         let (cert, key) = issue_client_cert(&other, "mallory", &["system:masters"]).unwrap();
         let server = server_config(&pki.serving_cert_pem, &pki.serving_key_pem, Some(&pki.ca_cert_pem)).unwrap();
         let (seen, echoed) = handshake(server, client_config(&pki, Some((&cert, &key))), &[]).await;
-        let err = seen.expect_err("server accepted a certificate from another CA");
-        // Both CAs are named "kapi-ca", so webpki finds the trust anchor by name and then fails
-        // its signature check; a differently named CA gives UnknownIssuer instead.
-        assert!(err.to_string().contains("invalid peer certificate"), "{err}");
-        // The client learns it through the server's fatal alert (DecryptError here).
-        let client_err = echoed.expect_err("client got an answer");
-        assert!(client_err.to_string().contains("alert"), "{client_err}");
+        assert_eq!(echoed.unwrap(), 42, "the handshake completes, so the server can answer 401");
+        let chain = seen.unwrap().0.expect("the certificate reached the server");
+        let verifier = ClientChainVerifier::new(&pki.ca_cert_pem).unwrap();
+        let err = verifier.verify(&chain).expect_err("a certificate from another CA must not verify");
+        assert!(err.contains("invalid peer certificate"), "{err}");
+        let (good, _) = issue_client_cert(&pki, "jane", &[]).unwrap();
+        let good: Vec<Vec<u8>> = parse_certificates(&good, "good").unwrap().iter().map(|c| c.as_ref().to_vec()).collect();
+        assert!(verifier.verify(&good).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_certificate_without_its_key_fails_the_handshake() {
+        let (_dir, pki) = pki("tls-stolen");
+        let (cert, _key) = issue_client_cert(&pki, "jane", &[]).unwrap();
+        let (_, other_key) = issue_client_cert(&pki, "eve", &[]).unwrap();
+        let server = server_config(&pki.serving_cert_pem, &pki.serving_key_pem, Some(&pki.ca_cert_pem)).unwrap();
+        // Presenting jane's certificate with another key: the CertificateVerify signature fails.
+        let client = rustls::ClientConfig::builder_with_provider(crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(root_store(&pki.ca_cert_pem).unwrap())
+            .with_client_auth_cert(parse_certificates(&cert, "client").unwrap(), parse_private_key(&other_key).unwrap());
+        // rustls may refuse the mismatched pair on the client side already; either way no
+        // connection is made with a certificate whose key the client does not hold.
+        if let Ok(client) = client {
+            let (seen, _) = handshake(server, Arc::new(client), &[]).await;
+            assert!(seen.is_err(), "the server accepted a certificate without proof of its key");
+        }
     }
 }

@@ -129,6 +129,8 @@ pub struct Request {
     pub accept: Option<String>,
     /// Send the admin client certificate (false: anonymous TLS client).
     pub client_cert: bool,
+    /// Send this client certificate and key (PEM files) instead of the admin one.
+    pub other_cert: Option<(PathBuf, PathBuf)>,
 }
 
 impl Request {
@@ -140,6 +142,7 @@ impl Request {
             content_type: None,
             accept: Some("application/json".to_owned()),
             client_cert: true,
+            other_cert: None,
         }
     }
 
@@ -168,6 +171,12 @@ impl Request {
 
     pub fn without_client_cert(mut self) -> Self {
         self.client_cert = false;
+        self
+    }
+
+    /// Presents another client certificate (for example one from another kapi's CA).
+    pub fn with_client_cert(mut self, cert: PathBuf, key: PathBuf) -> Self {
+        self.other_cert = Some((cert, key));
         self
     }
 }
@@ -415,7 +424,9 @@ impl Kapi {
         cmd.args(["-sS", "--max-time", "30", "-X", &req.method, "-w", "\n%{http_code}"])
             .arg("--cacert")
             .arg(pki.join("ca.crt"));
-        if req.client_cert {
+        if let Some((cert, key)) = &req.other_cert {
+            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+        } else if req.client_cert {
             cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
         }
         if let Some(accept) = &req.accept {

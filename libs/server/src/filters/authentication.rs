@@ -63,7 +63,10 @@ where
     S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
     S::Future: Send,
 {
-    let outcome = {
+    let rejected = req.extensions().get::<ConnInfo>().and_then(|c| c.rejected_certificate.clone());
+    let outcome = if let Some(reason) = rejected {
+        AuthOutcome::Rejected(reason)
+    } else {
         let conn = req.extensions().get::<ConnInfo>();
         let auth_req = AuthRequest {
             peer_certificates: conn.and_then(|c| c.peer_certificates.as_deref()),

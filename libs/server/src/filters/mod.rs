@@ -41,8 +41,11 @@ pub type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Inf
 /// What the connection knows about its peer; inserted by the listener.
 #[derive(Debug, Default, Clone)]
 pub struct ConnInfo {
-    /// Verified client certificate chain (DER, leaf first), if the client sent one.
+    /// Client certificate chain (DER, leaf first) verified against the client CA.
     pub peer_certificates: Option<Vec<Vec<u8>>>,
+    /// The client sent a certificate that does not chain to the client CA (or has expired):
+    /// its requests are answered 401, as kube-apiserver's x509 authenticator does.
+    pub rejected_certificate: Option<String>,
 }
 
 /// The representation errors are written in, negotiated once from `Accept`.
