@@ -44,6 +44,10 @@ pub struct Options {
     pub compaction_window: Duration,
     /// `--watch-cache-size`: events kept per resource for watch resumption.
     pub watch_cache_size: usize,
+    /// `--max-requests-inflight`: concurrent read-only requests (0: unlimited).
+    pub max_requests_inflight: usize,
+    /// `--max-mutating-requests-inflight`: concurrent mutating requests (0: unlimited).
+    pub max_mutating_requests_inflight: usize,
 }
 
 impl Default for Options {
@@ -60,6 +64,8 @@ impl Default for Options {
             shutdown_delay: Duration::ZERO,
             compaction_window: Duration::from_secs(300),
             watch_cache_size: 4096,
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
         }
     }
 }
@@ -202,6 +208,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         },
         lifecycle: Lifecycle::new(),
         openapi,
+        in_flight: crate::filters::max_in_flight::InFlightLimits::new(opts.max_requests_inflight, opts.max_mutating_requests_inflight),
     });
 
     bootstrap::run(&rest, local.port()).await.map_err(StartError::Bootstrap)?;

@@ -99,4 +99,6 @@ pub struct ApiServer {
     pub lifecycle: Lifecycle,
     /// OpenAPI documents and the schemas behind field validation.
     pub openapi: Arc<kapi_openapi::OpenApi>,
+    /// `--max-requests-inflight` / `--max-mutating-requests-inflight` budgets.
+    pub in_flight: crate::filters::max_in_flight::InFlightLimits,
 }

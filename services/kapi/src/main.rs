@@ -49,6 +49,12 @@ struct Cli {
     /// Events kept per resource in the watch cache.
     #[arg(long, default_value_t = 4096)]
     watch_cache_size: usize,
+    /// Concurrent non-mutating requests beyond which kapi answers 429 (0: no limit).
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: usize,
+    /// Concurrent mutating requests beyond which kapi answers 429 (0: no limit).
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: usize,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -126,6 +132,8 @@ fn main() -> ExitCode {
         shutdown_delay: cli.shutdown_delay_duration,
         compaction_window: cli.storage_compaction_window,
         watch_cache_size: cli.watch_cache_size,
+        max_requests_inflight: cli.max_requests_inflight,
+        max_mutating_requests_inflight: cli.max_mutating_requests_inflight,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -5,9 +5,11 @@
 //! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
 //! 3. [`metrics`] — times everything after it, including rejected requests;
 //! 4. [`authentication`] — 401 before any work is done for unknown callers;
-//! 5. [`authorization`] — 403 with kube's message before reading the body;
-//! 6. [`body_limit`] — 413 before decoding, and the body read into memory;
-//! 7. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`.
+//! 5. [`max_in_flight`] — 429 beyond the concurrency budgets (it needs the user: masters are
+//!    exempt);
+//! 6. [`authorization`] — 403 with kube's message before reading the body;
+//! 7. [`body_limit`] — 413 before decoding, and the body read into memory;
+//! 8. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`.
 //!
 //! What a filter learns travels in request extensions, as kube's filters use the request
 //! context: [`RequestInfo`](crate::request_info::RequestInfo), [`ErrorOutput`],
@@ -16,6 +18,7 @@
 pub mod authentication;
 pub mod authorization;
 pub mod body_limit;
+pub mod max_in_flight;
 pub mod metrics;
 pub mod panic_recovery;
 pub mod request_info;
@@ -61,6 +64,7 @@ pub fn chain(
         .layer(request_info::RequestInfoLayer)
         .layer(metrics::MetricsLayer::new(srv.clone()))
         .layer(authentication::AuthenticationLayer::new(srv.clone()))
+        .layer(max_in_flight::MaxInFlightLayer::new(srv.clone()))
         .layer(authorization::AuthorizationLayer::new(srv.clone()))
         .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))
         .layer(timeout::TimeoutLayer::new(srv.options.request_timeout))

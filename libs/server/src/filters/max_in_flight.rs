@@ -1,0 +1,114 @@
+//! kube's `WithMaxInFlightLimit`: at most `--max-requests-inflight` read-only and
+//! `--max-mutating-requests-inflight` mutating requests run at once; beyond that a request is
+//! answered 429 with `Retry-After: 1` at once instead of queueing, so an overloaded replica
+//! sheds load and clients retry (elsewhere, behind a load balancer). Long-running requests
+//! (watches) are not counted, and `system:masters` is never limited, as in kube.
+
+use std::sync::Arc;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use kapi_apimachinery::ApiError;
+use kapi_auth::UserInfo;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::{Layer, ServiceExt};
+
+use super::{filter_service, ErrorOutput};
+use crate::negotiation::Output;
+use crate::request_info::RequestInfo;
+use crate::response::{self, Body};
+use crate::state::ApiServer;
+
+/// The two budgets; `None` is unlimited (a flag value of 0).
+#[derive(Clone)]
+pub struct InFlightLimits {
+    read_only: Option<Arc<Semaphore>>,
+    mutating: Option<Arc<Semaphore>>,
+}
+
+impl InFlightLimits {
+    /// Limits of `read_only` and `mutating` concurrent requests; 0 disables a limit.
+    pub fn new(read_only: usize, mutating: usize) -> Self {
+        let limit = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
+        Self { read_only: limit(read_only), mutating: limit(mutating) }
+    }
+}
+
+/// Layer of [`MaxInFlight`].
+#[derive(Clone)]
+pub struct MaxInFlightLayer {
+    srv: Arc<ApiServer>,
+}
+
+impl MaxInFlightLayer {
+    /// Limits with `srv.in_flight`, reporting `apiserver_current_inflight_requests`.
+    pub fn new(srv: Arc<ApiServer>) -> Self {
+        Self { srv }
+    }
+}
+
+impl<S> Layer<S> for MaxInFlightLayer {
+    type Service = MaxInFlight<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        MaxInFlight { inner, srv: self.srv.clone() }
+    }
+}
+
+/// See the module docs.
+#[derive(Clone)]
+pub struct MaxInFlight<S> {
+    inner: S,
+    srv: Arc<ApiServer>,
+}
+
+/// Holds a slot and keeps the in-flight gauge right while the request runs.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    gauge: prometheus::IntGauge,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
+    S::Future: Send,
+{
+    let (long_running, read_only) =
+        req.extensions().get::<RequestInfo>().map_or((false, false), |i| (i.is_long_running(), i.is_read_only()));
+    let privileged = req
+        .extensions()
+        .get::<UserInfo>()
+        .is_some_and(|u| u.groups.iter().any(|g| g == "system:masters"));
+    let (budget, kind) = if read_only {
+        (srv.in_flight.read_only.clone(), "readOnly")
+    } else {
+        (srv.in_flight.mutating.clone(), "mutating")
+    };
+    let slot = match budget {
+        Some(budget) if !long_running && !privileged => match budget.try_acquire_owned() {
+            Ok(permit) => {
+                let gauge = srv.metrics.inflight.with_label_values(&[kind]);
+                gauge.inc();
+                Some(Slot { _permit: permit, gauge })
+            }
+            Err(_) => {
+                let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
+                return response::error(&ApiError::too_many_requests("Too many requests, please try again later.", 1), output);
+            }
+        },
+        _ => None,
+    };
+    let resp = match inner.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    };
+    drop(slot);
+    resp
+}
+
+filter_service!(MaxInFlight<S> { srv: Arc<ApiServer> }, Incoming, run);

@@ -1,0 +1,97 @@
+//! `--max-requests-inflight`: a burst of concurrent lists beyond the budget gets 429 with
+//! `Retry-After` and kube's TooManyRequests Status, never a 5xx; watches (long-running) and
+//! system:masters are not limited.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kapi_e2e::{run_with_timeout, Kapi, Request};
+use serde_json::json;
+
+/// A client certificate for `user` (no groups) signed by this kapi's CA, made with openssl.
+fn user_cert(kapi: &Kapi, dir: &Path, user: &str) -> (PathBuf, PathBuf) {
+    let pki = kapi.pki_dir();
+    let (key, csr, crt) = (dir.join(format!("{user}.key")), dir.join(format!("{user}.csr")), dir.join(format!("{user}.crt")));
+    let run = |args: &[&str]| {
+        let out = run_with_timeout(Command::new("openssl").args(args), Duration::from_secs(30)).expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let p = |p: &Path| p.display().to_string();
+    run(&["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", &p(&key), "-out", &p(&csr), "-subj", &format!("/CN={user}")]);
+    // A v3 client certificate (webpki refuses v1 certificates).
+    let ext = dir.join("client.ext");
+    std::fs::write(&ext, "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n").expect("ext file");
+    run(&["x509", "-req", "-in", &p(&csr), "-CA", &p(&pki.join("ca.crt")), "-CAkey", &p(&pki.join("ca.key")), "-CAcreateserial",
+          "-out", &p(&crt), "-days", "1", "-extfile", &p(&ext)]);
+    (crt, key)
+}
+
+/// (status, headers, body) of one curl request.
+fn curl(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str) -> (u16, String, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "60", "-D", "-", "-o", "-", "-w", "\n%{http_code}"])
+        .arg("--cacert")
+        .arg(kapi.pki_dir().join("ca.crt"))
+        .arg("--cert")
+        .arg(&cert.0)
+        .arg("--key")
+        .arg(&cert.1)
+        .arg(format!("{}{path}", kapi.url()));
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(90)).expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (rest, code) = text.rsplit_once('\n').unwrap_or(("", ""));
+    let (headers, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
+    (code.trim().parse().unwrap_or(0), headers.to_ascii_lowercase(), body.to_owned())
+}
+
+#[test]
+fn lists_beyond_the_budget_get_429_and_watches_keep_working() {
+    let kapi = Kapi::start_with(&["--max-requests-inflight", "2"]).expect("start kapi");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let loader = user_cert(&kapi, dir.path(), "loader");
+    let ns = "/api/v1/namespaces/default/configmaps";
+    // Make lists slow enough to overlap: a few thousand objects (admin is never limited).
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let kapi = &kapi;
+            s.spawn(move || {
+                for i in 0..250 {
+                    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{t}-{i}")},
+                                    "data": {"payload": "x".repeat(512)}});
+                    assert_eq!(kapi.request(&Request::new("POST", ns).json(&cm)).status, 201);
+                }
+            });
+        }
+    });
+
+    let results = std::thread::scope(|s| {
+        // A watch by the limited user, open across the burst.
+        let watch = s.spawn(|| curl(&kapi, &loader, &format!("{ns}?watch=true&timeoutSeconds=8&fieldSelector=metadata.name%3Dduring")));
+        std::thread::sleep(Duration::from_millis(300));
+        let burst: Vec<_> = (0..48).map(|_| s.spawn(|| curl(&kapi, &loader, ns))).collect();
+        // Masters are exempt even now.
+        let admin = kapi.request(&Request::new("POST", ns).json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during"}})));
+        assert_eq!(admin.status, 201, "system:masters must not be limited: {}", admin.raw);
+        let burst: Vec<(u16, String, String)> = burst.into_iter().map(|h| h.join().expect("curl thread")).collect();
+        (watch.join().expect("watch thread"), burst)
+    });
+    let (watch, burst) = results;
+
+    let ok = burst.iter().filter(|r| r.0 == 200).count();
+    let limited: Vec<_> = burst.iter().filter(|r| r.0 == 429).collect();
+    let other: Vec<_> = burst.iter().filter(|r| r.0 != 200 && r.0 != 429).map(|r| r.0).collect();
+    eprintln!("burst of {}: {ok} answered, {} refused with 429", burst.len(), limited.len());
+    assert!(other.is_empty(), "only 200 or 429 are acceptable, got {other:?}");
+    assert!(ok >= 2, "some lists must get through");
+    assert!(!limited.is_empty(), "48 concurrent lists with a budget of 2 must see 429s");
+    for (_, headers, body) in &limited {
+        assert!(headers.contains("retry-after: 1"), "429 without Retry-After: {headers}");
+        let status: serde_json::Value = serde_json::from_str(body).expect("429 body is a Status");
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert_eq!(status["message"], "Too many requests, please try again later.");
+        assert_eq!(status["details"]["retryAfterSeconds"], 1);
+    }
+    assert_eq!(watch.0, 200, "the watch is long-running and never limited: {watch:?}");
+    assert!(watch.2.contains(r#""name":"during""#), "the watch saw no event during the burst: {}", watch.2);
+}
