@@ -84,9 +84,12 @@ pub fn root_store(ca_pem: &str) -> Result<RootCertStore, TlsError> {
 }
 
 /// rustls server config: the serving cert chain + key (PEM), ALPN h2 and http/1.1, and, when a
-/// client CA bundle is given, optional client-certificate verification against it (clients
-/// without a certificate still connect: they are authenticated otherwise or rejected later with
-/// 401; clients with a certificate from another CA fail the handshake).
+/// client CA bundle is given, client certificates requested (not required).
+///
+/// Security: the handshake only proves the client holds the key of the certificate it sent; the
+/// chain is **not** checked against the CA here. Whoever serves with this config must check
+/// every presented chain with [`ClientChainVerifier`] before trusting it (`serve::serve` does,
+/// once per connection).
 pub fn server_config(cert_pem: &str, key_pem: &str, client_ca_pem: Option<&str>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let chain = parse_certificates(cert_pem, "the serving certificate")?;
     if chain.is_empty() {
