@@ -228,9 +228,11 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     let shutdown_delay = opts.shutdown_delay;
     let shutdown = async move {
         wait_for_signal().await;
-        tracing::info!("received termination signal; /readyz now fails");
+        tracing::info!(delay = ?shutdown_delay, "received termination signal; /readyz now fails, serving on for the shutdown delay");
         lifecycle_srv.lifecycle.begin_shutdown();
         tokio::time::sleep(shutdown_delay).await;
+        tracing::info!("shutdown delay over; closing the listener, draining requests, ending watches");
+        lifecycle_srv.lifecycle.begin_drain();
     };
     serve::serve(srv.clone(), listener, tls_config, Some(client_chains), shutdown, opts.request_timeout).await;
     caches.shutdown();

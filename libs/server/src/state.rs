@@ -43,12 +43,13 @@ impl Default for ServingOptions {
 pub struct Lifecycle {
     ready: AtomicBool,
     shutting_down: watch::Sender<bool>,
+    draining: watch::Sender<bool>,
 }
 
 impl Lifecycle {
     /// A server that is not ready yet and not shutting down.
     pub fn new() -> Self {
-        Self { ready: AtomicBool::new(false), shutting_down: watch::channel(false).0 }
+        Self { ready: AtomicBool::new(false), shutting_down: watch::channel(false).0, draining: watch::channel(false).0 }
     }
 
     /// Post-start hooks finished: `/readyz` may pass.
@@ -61,19 +62,27 @@ impl Lifecycle {
         self.ready.load(Ordering::SeqCst)
     }
 
-    /// Starts shutdown: `/readyz` fails and long-running requests end.
+    /// Starts shutdown (SIGTERM): `/readyz` fails so load balancers stop sending new work, and
+    /// HTTP/1.1 answers carry `Connection: close`; serving goes on for the shutdown delay.
     pub fn begin_shutdown(&self) {
         self.shutting_down.send_replace(true);
+    }
+
+    /// The shutdown delay is over: the listener closes, in-flight requests drain and watches
+    /// end, so their clients resume from their last resourceVersion on another replica.
+    pub fn begin_drain(&self) {
+        self.shutting_down.send_replace(true);
+        self.draining.send_replace(true);
+    }
+
+    /// A receiver that flips to `true` when draining starts (watches end then).
+    pub fn drain_signal(&self) -> watch::Receiver<bool> {
+        self.draining.subscribe()
     }
 
     /// Whether shutdown has started.
     pub fn is_shutting_down(&self) -> bool {
         *self.shutting_down.borrow()
-    }
-
-    /// A receiver that flips to `true` when shutdown starts.
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutting_down.subscribe()
     }
 }
 

@@ -178,7 +178,7 @@ pub fn respond(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, watcher: Watch
         deadline: now + opts.timeout,
         next_bookmark: now + srv.options.bookmark_interval,
         bookmark_interval: srv.options.bookmark_interval,
-        shutdown: srv.lifecycle.shutdown_signal(),
+        shutdown: srv.lifecycle.drain_signal(),
         first_table: true,
         done: false,
     };

@@ -2,6 +2,7 @@
 //!
 //! Order and why:
 //! 1. [`panic_recovery`] — a bug in one request answers 500 instead of dropping the connection;
+//!    [`shutdown`] — after SIGTERM, HTTP/1.1 answers say `Connection: close`;
 //! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
 //! 3. [`metrics`] — times everything after it, including rejected requests;
 //! 4. [`authentication`] — 401 before any work is done for unknown callers;
@@ -21,6 +22,7 @@ pub mod body_limit;
 pub mod max_in_flight;
 pub mod metrics;
 pub mod panic_recovery;
+pub mod shutdown;
 pub mod request_info;
 pub mod timeout;
 
@@ -61,6 +63,7 @@ pub fn chain(
 ) -> impl Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future = ResponseFuture> + Clone + Send + 'static {
     ServiceBuilder::new()
         .layer(panic_recovery::PanicRecoveryLayer)
+        .layer(shutdown::CloseWhenShuttingDownLayer::new(srv.clone()))
         .layer(request_info::RequestInfoLayer)
         .layer(metrics::MetricsLayer::new(srv.clone()))
         .layer(authentication::AuthenticationLayer::new(srv.clone()))

@@ -1,0 +1,61 @@
+//! SIGTERM: /readyz fails at once, serving goes on for --shutdown-delay-duration with
+//! `Connection: close` on HTTP/1.1 answers and watches still delivering, then the watches end
+//! cleanly and kapi exits 0.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kapi_e2e::{run_with_timeout, Kapi, Request};
+use serde_json::json;
+
+fn curl_headers(kapi: &Kapi, path: &str, client_cert: bool) -> (u16, String, String) {
+    let pki = kapi.pki_dir();
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--http1.1", "--max-time", "20", "-D", "-", "-o", "-", "-w", "\n%{http_code}"]).arg("--cacert").arg(pki.join("ca.crt"));
+    if client_cert {
+        cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
+    }
+    cmd.arg(format!("{}{path}", kapi.url()));
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(30)).expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (rest, code) = text.rsplit_once('\n').unwrap_or(("", ""));
+    let (headers, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
+    (code.trim().parse().unwrap_or(0), headers.to_ascii_lowercase(), body.to_owned())
+}
+
+#[test]
+fn sigterm_fails_readyz_keeps_serving_through_the_delay_then_exits_cleanly() {
+    let mut kapi = Kapi::start_with(&["--shutdown-delay-duration", "3s"]).expect("start kapi");
+    let ns = "/api/v1/namespaces/default/configmaps";
+    let (ready, _, _) = curl_headers(&kapi, "/readyz", false);
+    assert_eq!(ready, 200);
+
+    std::thread::scope(|s| {
+        let watch = s.spawn(|| curl_headers(&kapi, &format!("{ns}?watch=true&timeoutSeconds=60"), true));
+        std::thread::sleep(Duration::from_millis(500));
+        let signalled = Instant::now();
+        kapi.signal("TERM").expect("SIGTERM");
+        std::thread::sleep(Duration::from_millis(300));
+
+        // During the delay: not ready, but still serving, and telling HTTP/1.1 clients to go.
+        let (code, _, body) = curl_headers(&kapi, "/readyz?verbose", false);
+        assert_eq!(code, 500, "/readyz after SIGTERM: {body}");
+        assert!(body.contains("[-]shutdown failed: reason withheld"), "{body}");
+        let (code, _, body) = curl_headers(&kapi, "/livez", false);
+        assert_eq!(code, 200, "/livez stays green: {body}");
+        let (code, headers, _) = curl_headers(&kapi, ns, true);
+        assert_eq!(code, 200);
+        assert!(headers.contains("connection: close"), "no Connection: close during the delay: {headers}");
+        let created = kapi.request(&Request::new("POST", ns).json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}})));
+        assert_eq!(created.status, 201, "writes are still served during the delay: {}", created.raw);
+        assert!(signalled.elapsed() < Duration::from_secs(3), "the checks above must fit in the delay");
+
+        // The watch saw the late write, then ended cleanly when draining began.
+        let (code, _, events) = watch.join().expect("watch thread");
+        assert_eq!(code, 200);
+        assert!(events.contains(r#""name":"late""#), "the watch missed the event written during the delay: {events}");
+        assert!(signalled.elapsed() >= Duration::from_secs(3), "the watch ended before the delay was over");
+    });
+    let code = kapi.terminate().expect("reap kapi");
+    assert_eq!(code, Some(0), "kapi exits 0 after the drain");
+}
