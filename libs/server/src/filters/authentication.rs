@@ -7,9 +7,9 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use kapi_apimachinery::ApiError;
 use kapi_auth::{AuthOutcome, AuthRequest, UserInfo};
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
-use super::{filter_service, ConnInfo, ErrorOutput};
+use super::{filter, ConnInfo, ErrorOutput};
 use crate::negotiation::Output;
 use crate::response::{self, Body};
 use crate::state::ApiServer;
@@ -20,33 +20,6 @@ pub fn is_public(path: &str) -> bool {
         || path.starts_with("/healthz/")
         || path.starts_with("/livez/")
         || path.starts_with("/readyz/")
-}
-
-/// Layer of [`WithAuthentication`].
-#[derive(Clone)]
-pub struct AuthenticationLayer {
-    srv: Arc<ApiServer>,
-}
-
-impl AuthenticationLayer {
-    /// Authenticates with `srv.authenticator`.
-    pub fn new(srv: Arc<ApiServer>) -> Self {
-        Self { srv }
-    }
-}
-
-impl<S> Layer<S> for AuthenticationLayer {
-    type Service = WithAuthentication<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        WithAuthentication { inner, srv: self.srv.clone() }
-    }
-}
-
-/// See the module docs.
-#[derive(Clone)]
-pub struct WithAuthentication<S> {
-    inner: S,
-    srv: Arc<ApiServer>,
 }
 
 fn anonymous() -> UserInfo {
@@ -89,4 +62,9 @@ where
     }
 }
 
-filter_service!(WithAuthentication<S> { srv: Arc<ApiServer> }, Incoming, run);
+filter!(
+    /// Authenticates with `srv.authenticator`.
+    AuthenticationLayer => WithAuthentication { srv: Arc<ApiServer> },
+    Incoming,
+    run
+);

@@ -7,41 +7,14 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use kapi_apimachinery::ApiError;
 use kapi_auth::{Attributes, Decision, UserInfo};
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
 use super::authentication::is_public;
-use super::{filter_service, ErrorOutput};
+use super::{filter, ErrorOutput};
 use crate::negotiation::Output;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
 use crate::state::ApiServer;
-
-/// Layer of [`WithAuthorization`].
-#[derive(Clone)]
-pub struct AuthorizationLayer {
-    srv: Arc<ApiServer>,
-}
-
-impl AuthorizationLayer {
-    /// Authorizes with `srv.authorizer`.
-    pub fn new(srv: Arc<ApiServer>) -> Self {
-        Self { srv }
-    }
-}
-
-impl<S> Layer<S> for AuthorizationLayer {
-    type Service = WithAuthorization<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        WithAuthorization { inner, srv: self.srv.clone() }
-    }
-}
-
-/// See the module docs.
-#[derive(Clone)]
-pub struct WithAuthorization<S> {
-    inner: S,
-    srv: Arc<ApiServer>,
-}
 
 /// kube's forbidden message: `pods is forbidden: User "alice" cannot list resource "pods" in API
 /// group "" in the namespace "b"`.
@@ -105,4 +78,9 @@ where
     }
 }
 
-filter_service!(WithAuthorization<S> { srv: Arc<ApiServer> }, Incoming, run);
+filter!(
+    /// Authorizes with `srv.authorizer`.
+    AuthorizationLayer => WithAuthorization { srv: Arc<ApiServer> },
+    Incoming,
+    run
+);

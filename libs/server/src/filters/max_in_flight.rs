@@ -11,9 +11,9 @@ use hyper::body::Incoming;
 use kapi_apimachinery::ApiError;
 use kapi_auth::UserInfo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
-use super::{filter_service, ErrorOutput};
+use super::{filter, ErrorOutput};
 use crate::negotiation::Output;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -32,33 +32,6 @@ impl InFlightLimits {
         let limit = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
         Self { read_only: limit(read_only), mutating: limit(mutating) }
     }
-}
-
-/// Layer of [`MaxInFlight`].
-#[derive(Clone)]
-pub struct MaxInFlightLayer {
-    srv: Arc<ApiServer>,
-}
-
-impl MaxInFlightLayer {
-    /// Limits with `srv.in_flight`, reporting `apiserver_current_inflight_requests`.
-    pub fn new(srv: Arc<ApiServer>) -> Self {
-        Self { srv }
-    }
-}
-
-impl<S> Layer<S> for MaxInFlightLayer {
-    type Service = MaxInFlight<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        MaxInFlight { inner, srv: self.srv.clone() }
-    }
-}
-
-/// See the module docs.
-#[derive(Clone)]
-pub struct MaxInFlight<S> {
-    inner: S,
-    srv: Arc<ApiServer>,
 }
 
 /// Holds a slot and keeps the in-flight gauge right while the request runs.
@@ -111,4 +84,9 @@ where
     resp
 }
 
-filter_service!(MaxInFlight<S> { srv: Arc<ApiServer> }, Incoming, run);
+filter!(
+    /// Limits with `srv.in_flight`, reporting `apiserver_current_inflight_requests`.
+    MaxInFlightLayer => MaxInFlight { srv: Arc<ApiServer> },
+    Incoming,
+    run
+);

@@ -6,41 +6,14 @@ use std::time::Instant;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
-use super::filter_service;
+use super::filter;
 use crate::metrics::{metric_verb, RequestLabels};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::Body;
 use crate::state::ApiServer;
-
-/// Layer of [`WithMetrics`].
-#[derive(Clone)]
-pub struct MetricsLayer {
-    srv: Arc<ApiServer>,
-}
-
-impl MetricsLayer {
-    /// Records into `srv.metrics`.
-    pub fn new(srv: Arc<ApiServer>) -> Self {
-        Self { srv }
-    }
-}
-
-impl<S> Layer<S> for MetricsLayer {
-    type Service = WithMetrics<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        WithMetrics { inner, srv: self.srv.clone() }
-    }
-}
-
-/// See the module docs.
-#[derive(Clone)]
-pub struct WithMetrics<S> {
-    inner: S,
-    srv: Arc<ApiServer>,
-}
 
 async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
 where
@@ -82,4 +55,9 @@ where
     resp
 }
 
-filter_service!(WithMetrics<S> { srv: Arc<ApiServer> }, Incoming, run);
+filter!(
+    /// Records request counts and latencies into `srv.metrics`.
+    MetricsLayer => WithMetrics { srv: Arc<ApiServer> },
+    Incoming,
+    run
+);

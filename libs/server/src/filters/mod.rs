@@ -62,9 +62,9 @@ pub fn chain(
     srv: Arc<ApiServer>,
 ) -> impl Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future = ResponseFuture> + Clone + Send + 'static {
     ServiceBuilder::new()
-        .layer(panic_recovery::PanicRecoveryLayer)
+        .layer(panic_recovery::PanicRecoveryLayer::new())
         .layer(shutdown::CloseWhenShuttingDownLayer::new(srv.clone()))
-        .layer(request_info::RequestInfoLayer)
+        .layer(request_info::RequestInfoLayer::new())
         .layer(metrics::MetricsLayer::new(srv.clone()))
         .layer(authentication::AuthenticationLayer::new(srv.clone()))
         .layer(max_in_flight::MaxInFlightLayer::new(srv.clone()))
@@ -108,3 +108,40 @@ macro_rules! filter_service {
     };
 }
 pub(crate) use filter_service;
+
+/// Declares a filter: its layer (`$layer::new(fields...)`), its service (`$service<S>`) and the
+/// `Service` impl running `$run(fields..., inner, req)`. Filters differ only in `$run`.
+macro_rules! filter {
+    ($(#[$doc:meta])* $layer:ident => $service:ident { $($field:ident : $ty:ty),* $(,)? }, $body:ty, $run:path) => {
+        $(#[$doc])*
+        #[derive(Clone)]
+        pub struct $layer {
+            $($field: $ty,)*
+        }
+
+        impl $layer {
+            /// The layer with its configuration.
+            #[allow(clippy::new_without_default)]
+            pub fn new($($field: $ty),*) -> Self {
+                Self { $($field,)* }
+            }
+        }
+
+        impl<S> tower::Layer<S> for $layer {
+            type Service = $service<S>;
+            fn layer(&self, inner: S) -> Self::Service {
+                $service { inner, $($field: self.$field.clone(),)* }
+            }
+        }
+
+        /// The service of the layer of the same name (see the module docs).
+        #[derive(Clone)]
+        pub struct $service<S> {
+            inner: S,
+            $($field: $ty,)*
+        }
+
+        crate::filters::filter_service!($service<S> { $($field: $ty),* }, $body, $run);
+    };
+}
+pub(crate) use filter;

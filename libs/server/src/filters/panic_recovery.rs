@@ -6,28 +6,11 @@ use futures_util::FutureExt;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use kapi_apimachinery::ApiError;
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
-use super::filter_service;
+use super::filter;
 use crate::negotiation::Output;
 use crate::response::{self, Body};
-
-/// Layer of [`PanicRecovery`].
-#[derive(Debug, Clone, Copy)]
-pub struct PanicRecoveryLayer;
-
-impl<S> Layer<S> for PanicRecoveryLayer {
-    type Service = PanicRecovery<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        PanicRecovery { inner }
-    }
-}
-
-/// See the module docs.
-#[derive(Debug, Clone)]
-pub struct PanicRecovery<S> {
-    inner: S,
-}
 
 async fn run<S>(inner: S, req: Request<Incoming>) -> Response<Body>
 where
@@ -50,4 +33,9 @@ where
     }
 }
 
-filter_service!(PanicRecovery<S> {}, Incoming, run);
+filter!(
+    /// Answers 500 when a handler panics.
+    PanicRecoveryLayer => PanicRecovery {  },
+    Incoming,
+    run
+);

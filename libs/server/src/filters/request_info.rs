@@ -3,29 +3,12 @@
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
-use super::{filter_service, ErrorOutput};
+use super::{filter, ErrorOutput};
 use crate::negotiation::{negotiate, Negotiable, Output};
 use crate::request_info::RequestInfo;
 use crate::response::Body;
-
-/// Layer of [`WithRequestInfo`].
-#[derive(Debug, Clone, Copy)]
-pub struct RequestInfoLayer;
-
-impl<S> Layer<S> for RequestInfoLayer {
-    type Service = WithRequestInfo<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        WithRequestInfo { inner }
-    }
-}
-
-/// See the module docs.
-#[derive(Debug, Clone)]
-pub struct WithRequestInfo<S> {
-    inner: S,
-}
 
 async fn run<S>(inner: S, mut req: Request<Incoming>) -> Response<Body>
 where
@@ -44,4 +27,9 @@ where
     }
 }
 
-filter_service!(WithRequestInfo<S> {}, Incoming, run);
+filter!(
+    /// Parses the request once for every later filter.
+    RequestInfoLayer => WithRequestInfo {  },
+    Incoming,
+    run
+);

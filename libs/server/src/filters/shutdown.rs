@@ -6,38 +6,11 @@ use std::sync::Arc;
 
 use http::{header, HeaderValue, Request, Response, Version};
 use hyper::body::Incoming;
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
-use super::filter_service;
+use super::filter;
 use crate::response::Body;
 use crate::state::ApiServer;
-
-/// Layer of [`CloseWhenShuttingDown`].
-#[derive(Clone)]
-pub struct CloseWhenShuttingDownLayer {
-    srv: Arc<ApiServer>,
-}
-
-impl CloseWhenShuttingDownLayer {
-    /// Watches `srv.lifecycle`.
-    pub fn new(srv: Arc<ApiServer>) -> Self {
-        Self { srv }
-    }
-}
-
-impl<S> Layer<S> for CloseWhenShuttingDownLayer {
-    type Service = CloseWhenShuttingDown<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        CloseWhenShuttingDown { inner, srv: self.srv.clone() }
-    }
-}
-
-/// See the module docs.
-#[derive(Clone)]
-pub struct CloseWhenShuttingDown<S> {
-    inner: S,
-    srv: Arc<ApiServer>,
-}
 
 async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
 where
@@ -56,4 +29,9 @@ where
     resp
 }
 
-filter_service!(CloseWhenShuttingDown<S> { srv: Arc<ApiServer> }, Incoming, run);
+filter!(
+    /// Watches `srv.lifecycle`.
+    CloseWhenShuttingDownLayer => CloseWhenShuttingDown { srv: Arc<ApiServer> },
+    Incoming,
+    run
+);

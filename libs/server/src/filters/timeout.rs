@@ -6,39 +6,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use kapi_apimachinery::ApiError;
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
-use super::{filter_service, ErrorOutput};
+use super::{filter, ErrorOutput};
 use crate::negotiation::Output;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
-
-/// Layer of [`Timeout`].
-#[derive(Debug, Clone, Copy)]
-pub struct TimeoutLayer {
-    timeout: Duration,
-}
-
-impl TimeoutLayer {
-    /// Requests running longer than `timeout` get 504.
-    pub fn new(timeout: Duration) -> Self {
-        Self { timeout }
-    }
-}
-
-impl<S> Layer<S> for TimeoutLayer {
-    type Service = Timeout<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        Timeout { inner, timeout: self.timeout }
-    }
-}
-
-/// See the module docs.
-#[derive(Debug, Clone)]
-pub struct Timeout<S> {
-    inner: S,
-    timeout: Duration,
-}
 
 async fn run<S>(timeout: Duration, inner: S, req: Request<Bytes>) -> Response<Body>
 where
@@ -62,4 +35,9 @@ where
     }
 }
 
-filter_service!(Timeout<S> { timeout: Duration }, Bytes, run);
+filter!(
+    /// Ends requests running longer than `timeout` with 504.
+    TimeoutLayer => Timeout { timeout: Duration },
+    Bytes,
+    run
+);
