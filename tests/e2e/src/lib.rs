@@ -119,6 +119,15 @@ impl HttpResponse {
     }
 }
 
+/// An answer with its raw headers, from [`Kapi::get_with_headers`].
+#[derive(Debug, Clone)]
+pub struct RawAnswer {
+    pub status: u16,
+    /// The header block, lowercased.
+    pub headers: String,
+    pub body: String,
+}
+
 /// One raw request for [`Kapi::request`]; a builder so bad-input tables stay readable.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -455,6 +464,35 @@ impl Kapi {
         let status = code.parse::<u16>().unwrap_or(0);
         let body = serde_json::from_str(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
         Ok(HttpResponse { status, body, raw })
+    }
+
+    /// An HTTP/1.1 GET through curl keeping the response headers (lowercased), for checks on
+    /// `Retry-After`, `Connection` and the like. `cert`: None for no client certificate,
+    /// Some((cert, key)) for another one; the admin certificate when `admin` is true.
+    pub fn get_with_headers(&self, path: &str, admin: bool, cert: Option<&(PathBuf, PathBuf)>) -> RawAnswer {
+        let pki = self.pki_dir();
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--http1.1", "--max-time", "60", "-D", "-", "-o", "-", "-w", "\n%{http_code}"])
+            .arg("--cacert")
+            .arg(pki.join("ca.crt"));
+        match (cert, admin) {
+            (Some((c, k)), _) => {
+                cmd.arg("--cert").arg(c).arg("--key").arg(k);
+            }
+            (None, true) => {
+                cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
+            }
+            (None, false) => {}
+        }
+        cmd.arg(format!("{}{path}", self.url()));
+        let out = match run_with_timeout(&mut cmd, Duration::from_secs(90)) {
+            Ok(out) => out,
+            Err(e) => panic!("GET {path}: {e}"),
+        };
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (rest, code) = text.rsplit_once('\n').unwrap_or(("", ""));
+        let (headers, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
+        RawAnswer { status: code.trim().parse().unwrap_or(0), headers: headers.to_ascii_lowercase(), body: body.to_owned() }
     }
 
     /// GET returning the parsed JSON body; panics (with the answer) unless the status is 200.

@@ -2,25 +2,14 @@
 //! `Connection: close` on HTTP/1.1 answers and watches still delivering, then the watches end
 //! cleanly and kapi exits 0.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kapi_e2e::{run_with_timeout, Kapi, Request};
+use kapi_e2e::{Kapi, Request};
 use serde_json::json;
 
 fn curl_headers(kapi: &Kapi, path: &str, client_cert: bool) -> (u16, String, String) {
-    let pki = kapi.pki_dir();
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "--http1.1", "--max-time", "20", "-D", "-", "-o", "-", "-w", "\n%{http_code}"]).arg("--cacert").arg(pki.join("ca.crt"));
-    if client_cert {
-        cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
-    }
-    cmd.arg(format!("{}{path}", kapi.url()));
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(30)).expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (rest, code) = text.rsplit_once('\n').unwrap_or(("", ""));
-    let (headers, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
-    (code.trim().parse().unwrap_or(0), headers.to_ascii_lowercase(), body.to_owned())
+    let r = kapi.get_with_headers(path, client_cert, None);
+    (r.status, r.headers, r.body)
 }
 
 #[test]

@@ -27,22 +27,10 @@ fn user_cert(kapi: &Kapi, dir: &Path, user: &str) -> (PathBuf, PathBuf) {
     (crt, key)
 }
 
-/// (status, headers, body) of one curl request.
+/// (status, headers, body) of one GET with `cert`.
 fn curl(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str) -> (u16, String, String) {
-    let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "--max-time", "60", "-D", "-", "-o", "-", "-w", "\n%{http_code}"])
-        .arg("--cacert")
-        .arg(kapi.pki_dir().join("ca.crt"))
-        .arg("--cert")
-        .arg(&cert.0)
-        .arg("--key")
-        .arg(&cert.1)
-        .arg(format!("{}{path}", kapi.url()));
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(90)).expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (rest, code) = text.rsplit_once('\n').unwrap_or(("", ""));
-    let (headers, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
-    (code.trim().parse().unwrap_or(0), headers.to_ascii_lowercase(), body.to_owned())
+    let r = kapi.get_with_headers(path, false, Some(cert));
+    (r.status, r.headers, r.body)
 }
 
 #[test]
