@@ -13,7 +13,7 @@ log() { printf '==> %s\n' "$*"; }
 # shellcheck source=scripts/ensure-toolchain.sh
 . scripts/ensure-toolchain.sh
 ensure_build_deps
-command -v dpkg >/dev/null 2>&1 && ensure_apt python3 python3-pip
+command -v dpkg >/dev/null 2>&1 && ensure_apt python3 python3-pip openssl
 
 # --- Python client used as a real Kubernetes client (pinned) --------------------------------
 if ! python3 -c 'import kubernetes' 2>/dev/null; then
