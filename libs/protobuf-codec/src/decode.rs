@@ -140,7 +140,13 @@ impl Decoder<'_> {
             }
             Scalar::Double => {
                 expect(wt, FIXED64, field)?;
-                serde_json::Number::from_f64(f64::from_bits(r.fixed64()?)).map_or(Value::Null, Value::Number)
+                let f = f64::from_bits(r.fixed64()?);
+                // Go's JSON writes integral float64 values without a fraction (`1`, not `1.0`).
+                if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+                    Value::from(f as i64)
+                } else {
+                    serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+                }
             }
             Scalar::Message(id) => {
                 expect(wt, LEN, field)?;

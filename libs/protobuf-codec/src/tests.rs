@@ -142,7 +142,7 @@ fn custom_resource_definitions_round_trip() {
                      "subresources": {"status": {}},
                      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                          "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                                  "properties": {"size": {"type": "integer", "default": 3, "minimum": 1.0},
+                                  "properties": {"size": {"type": "integer", "default": 3, "minimum": 1, "maximum": 2.5},
                                                  "tags": {"type": "array", "items": {"type": "string"}},
                                                  "mode": {"type": "string", "enum": ["a", "b"]}},
                                   "additionalProperties": false, "required": ["size"]},
