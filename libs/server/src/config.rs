@@ -40,6 +40,8 @@ pub struct Options {
     pub min_request_timeout: Duration,
     /// `--shutdown-delay-duration`: keep serving after SIGTERM while `/readyz` fails.
     pub shutdown_delay: Duration,
+    /// `--shutdown-watch-termination-grace-period`: spread the end of watches over this period.
+    pub watch_termination_grace: Duration,
     /// `--storage-compaction-window`: how much change log history is kept.
     pub compaction_window: Duration,
     /// `--watch-cache-size`: events kept per resource for watch resumption.
@@ -62,6 +64,7 @@ impl Default for Options {
             request_timeout: Duration::from_secs(60),
             min_request_timeout: Duration::from_secs(1800),
             shutdown_delay: Duration::ZERO,
+            watch_termination_grace: Duration::ZERO,
             compaction_window: Duration::from_secs(300),
             watch_cache_size: 4096,
             max_requests_inflight: 400,
@@ -204,6 +207,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
             request_timeout: opts.request_timeout,
             min_request_timeout: opts.min_request_timeout,
             external_address: client_addr.clone(),
+            watch_termination_grace: opts.watch_termination_grace,
             ..ServingOptions::default()
         },
         lifecycle: Lifecycle::new(),
@@ -234,7 +238,10 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         tracing::info!("shutdown delay over; closing the listener, draining requests, ending watches");
         lifecycle_srv.lifecycle.begin_drain();
     };
-    serve::serve(srv.clone(), listener, tls_config, Some(client_chains), shutdown, opts.request_timeout).await;
+    // Draining waits for requests (bounded by the request timeout) and for watches to end
+    // within their termination grace period.
+    let drain = opts.request_timeout.max(opts.watch_termination_grace + Duration::from_secs(1));
+    serve::serve(srv.clone(), listener, tls_config, Some(client_chains), shutdown, drain).await;
     caches.shutdown();
     Ok(())
 }

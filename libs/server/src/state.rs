@@ -24,6 +24,9 @@ pub struct ServingOptions {
     pub external_address: String,
     /// How often a watch with `allowWatchBookmarks` receives a bookmark.
     pub bookmark_interval: Duration,
+    /// `--shutdown-watch-termination-grace-period`: watches end spread over this period once
+    /// draining starts (zero: all at once).
+    pub watch_termination_grace: Duration,
 }
 
 impl Default for ServingOptions {
@@ -34,6 +37,7 @@ impl Default for ServingOptions {
             max_body_bytes: 3 * 1024 * 1024,
             external_address: "127.0.0.1:6443".into(),
             bookmark_interval: Duration::from_secs(60),
+            watch_termination_grace: Duration::ZERO,
         }
     }
 }

@@ -50,6 +50,9 @@ struct StreamState {
     next_bookmark: Instant,
     bookmark_interval: Duration,
     shutdown: watch::Receiver<bool>,
+    /// `--shutdown-watch-termination-grace-period`.
+    termination_grace: Duration,
+    draining: bool,
     first_table: bool,
     done: bool,
 }
@@ -154,9 +157,17 @@ impl StreamState {
                     WatchItem::Terminated { .. } => return None,
                 },
                 _ = tokio::time::sleep_until(self.deadline) => return None,
-                changed = self.shutdown.changed() => {
+                changed = self.shutdown.changed(), if !self.draining => {
                     if changed.is_err() || *self.shutdown.borrow() {
-                        return None;
+                        // Draining: end at a random moment within the grace period, so the
+                        // clients of this replica do not all re-list elsewhere at once.
+                        let grace = self.termination_grace.as_millis() as u64;
+                        if grace == 0 {
+                            return None;
+                        }
+                        self.draining = true;
+                        let end = Instant::now() + Duration::from_millis(rand::random::<u64>() % grace);
+                        self.deadline = self.deadline.min(end);
                     }
                 }
                 _ = tokio::time::sleep_until(self.next_bookmark), if self.opts.allow_bookmarks => {
@@ -179,6 +190,8 @@ pub fn respond(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, watcher: Watch
         next_bookmark: now + srv.options.bookmark_interval,
         bookmark_interval: srv.options.bookmark_interval,
         shutdown: srv.lifecycle.drain_signal(),
+        termination_grace: srv.options.watch_termination_grace,
+        draining: false,
         first_table: true,
         done: false,
     };

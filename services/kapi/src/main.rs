@@ -43,6 +43,9 @@ struct Cli {
     /// Time to keep serving after SIGTERM while /readyz fails, so load balancers notice.
     #[arg(long, default_value = "0s", value_parser = parse_go_duration)]
     shutdown_delay_duration: Duration,
+    /// After the shutdown delay, watches end at random moments within this period.
+    #[arg(long, default_value = "0s", value_parser = parse_go_duration)]
+    shutdown_watch_termination_grace_period: Duration,
     /// How long the change log is kept for watch resumption and paginated lists.
     #[arg(long, default_value = "5m0s", value_parser = parse_go_duration)]
     storage_compaction_window: Duration,
@@ -130,6 +133,7 @@ fn main() -> ExitCode {
         request_timeout: cli.request_timeout,
         min_request_timeout: cli.min_request_timeout,
         shutdown_delay: cli.shutdown_delay_duration,
+        watch_termination_grace: cli.shutdown_watch_termination_grace_period,
         compaction_window: cli.storage_compaction_window,
         watch_cache_size: cli.watch_cache_size,
         max_requests_inflight: cli.max_requests_inflight,

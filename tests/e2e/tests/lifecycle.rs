@@ -48,3 +48,32 @@ fn sigterm_fails_readyz_keeps_serving_through_the_delay_then_exits_cleanly() {
     let code = kapi.terminate().expect("reap kapi");
     assert_eq!(code, Some(0), "kapi exits 0 after the drain");
 }
+
+#[test]
+fn watches_end_spread_over_the_termination_grace_period() {
+    let mut kapi = Kapi::start_with(&["--shutdown-watch-termination-grace-period", "2s"]).expect("start kapi");
+    let ns = "/api/v1/namespaces/default/configmaps";
+    let signalled = std::sync::OnceLock::new();
+    let ended: Vec<Duration> = std::thread::scope(|s| {
+        let watches: Vec<_> = (0..10)
+            .map(|_| {
+                let (kapi, signalled) = (&kapi, &signalled);
+                s.spawn(move || {
+                    let r = kapi.get_with_headers(&format!("{ns}?watch=true&timeoutSeconds=60"), true, None);
+                    assert_eq!(r.status, 200, "{r:?}");
+                    let at: &Instant = signalled.get().expect("watches end only after SIGTERM");
+                    at.elapsed()
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(800));
+        signalled.set(Instant::now()).expect("set once");
+        kapi.signal("TERM").expect("SIGTERM");
+        watches.into_iter().map(|w| w.join().expect("watch thread")).collect()
+    });
+    let first = ended.iter().min().copied().unwrap_or_default();
+    let last = ended.iter().max().copied().unwrap_or_default();
+    assert!(last < Duration::from_secs(5), "watches outlived the grace period: {ended:?}");
+    assert!(last - first > Duration::from_millis(300), "10 watches ended at once, not spread over 2s: {ended:?}");
+    assert_eq!(kapi.terminate().expect("reap"), Some(0));
+}
