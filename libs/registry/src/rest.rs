@@ -124,14 +124,13 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The part of an object whose change bumps `metadata.generation`: everything but metadata and status.
-fn spec_part(obj: &Value) -> Value {
-    let mut o = obj.clone();
-    if let Some(map) = o.as_object_mut() {
-        map.remove("metadata");
-        map.remove("status");
-    }
-    o
+/// Whether anything but metadata and status differs: the change that bumps
+/// `metadata.generation`. Compared in place, without copying either object.
+fn spec_changed(new: &Value, old: &Value) -> bool {
+    let (Some(new), Some(old)) = (new.as_object(), old.as_object()) else { return new != old };
+    let counted = |(k, _): &(&String, &Value)| k.as_str() != "metadata" && k.as_str() != "status";
+    new.iter().filter(counted).count() != old.iter().filter(counted).count()
+        || new.iter().filter(counted).any(|(k, v)| old.get(k) != Some(v))
 }
 
 /// Query parameters of a list or watch, already parsed.
@@ -623,7 +622,7 @@ impl RestStore {
             if target == WriteTarget::Main {
                 strategy.apply_defaults(&mut new);
             }
-            if spec.tracks_generation && spec_part(&new) != spec_part(&old) {
+            if spec.tracks_generation && spec_changed(&new, &old) {
                 let g = meta(&old).and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0);
                 meta_mut(&mut new).insert("generation".into(), Value::from(g + 1));
             }

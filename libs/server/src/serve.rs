@@ -32,6 +32,7 @@ pub async fn serve(
     drain: Duration,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    let chain = filters::chain(srv);
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
     tokio::pin!(shutdown);
@@ -49,7 +50,7 @@ pub async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let srv = srv.clone();
+        let chain = chain.clone();
         let builder = builder.clone();
         let client_chains = client_chains.clone();
         let watcher = graceful.watcher();
@@ -82,7 +83,7 @@ pub async fn serve(
                 },
                 _ => ConnInfo::default(),
             };
-            let chain = filters::chain(srv);
+            let conn_info = Arc::new(conn_info);
             let service = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(conn_info.clone());
                 chain.clone().oneshot(req)

@@ -238,6 +238,18 @@ async fn pause(core: &Core, shutdown: &mut watch::Receiver<bool>) -> bool {
     }
 }
 
+/// Reloads every cache from the store, or waits the backoff when that fails. Returns the
+/// revision the caches are at (`applied` after a failed reload), or None on shutdown.
+async fn reload_or_pause(core: &Arc<Core>, applied: Revision, shutdown: &mut watch::Receiver<bool>) -> Option<Revision> {
+    match reload(core).await {
+        Ok(rev) => Some(rev),
+        Err(e) => {
+            tracing::warn!(error = %e, "watch cache reload failed");
+            pause(core, shutdown).await.then_some(applied)
+        }
+    }
+}
+
 /// The log follower: woken by the store's commit notifications, reads the log in batches
 /// until caught up; reloads everything when compaction overtakes it.
 async fn follow(core: Arc<Core>, mut applied: Revision) {
@@ -265,15 +277,8 @@ async fn follow(core: Arc<Core>, mut applied: Revision) {
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "applying log batch failed; reloading caches");
-                            match reload(&core).await {
-                                Ok(rev) => applied = rev,
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "watch cache reload failed");
-                                    if !pause(&core, &mut shutdown).await {
-                                        return;
-                                    }
-                                }
-                            }
+                            let Some(rev) = reload_or_pause(&core, applied, &mut shutdown).await else { return };
+                            applied = rev;
                         }
                     }
                     if !full {
@@ -289,15 +294,8 @@ async fn follow(core: Arc<Core>, mut applied: Revision) {
                         compacted,
                         "log compacted past the watch cache; reloading"
                     );
-                    match reload(&core).await {
-                        Ok(rev) => applied = rev,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "watch cache reload failed");
-                            if !pause(&core, &mut shutdown).await {
-                                return;
-                            }
-                        }
-                    }
+                    let Some(rev) = reload_or_pause(&core, applied, &mut shutdown).await else { return };
+                    applied = rev;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the change log failed");

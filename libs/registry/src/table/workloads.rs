@@ -97,12 +97,8 @@ pub(super) const POD_TEMPLATE: &[ColumnDef] = &[
     col("Pod Labels", "string", "The labels for the pod template."),
 ];
 
-fn template_spec<'a>(obj: &'a Value, pointer: &str) -> Option<&'a Value> {
-    obj.pointer(pointer)
-}
-
 pub(super) fn deployment(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
-    let (containers, images) = container_cells(template_spec(obj, "/spec/template/spec"));
+    let (containers, images) = container_cells(obj.pointer("/spec/template/spec"));
     vec![
         name(obj),
         json!(format!("{}/{}", int_at(obj, "/status/readyReplicas"), int_at(obj, "/spec/replicas"))),
@@ -115,8 +111,9 @@ pub(super) fn deployment(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
     ]
 }
 
-pub(super) fn replica_set(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
-    let (containers, images) = container_cells(template_spec(obj, "/spec/template/spec"));
+/// ReplicaSet and ReplicationController rows: the same columns, the selector printed as given.
+fn replica_row(obj: &Value, now: OffsetDateTime, selector: String) -> Vec<Value> {
+    let (containers, images) = container_cells(obj.pointer("/spec/template/spec"));
     vec![
         name(obj),
         json!(int_at(obj, "/spec/replicas")),
@@ -125,26 +122,20 @@ pub(super) fn replica_set(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
         age(obj, now),
         containers,
         images,
-        json!(selector_string(obj.pointer("/spec/selector"))),
+        json!(selector),
     ]
+}
+
+pub(super) fn replica_set(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    replica_row(obj, now, selector_string(obj.pointer("/spec/selector")))
 }
 
 pub(super) fn replication_controller(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
-    let (containers, images) = container_cells(template_spec(obj, "/spec/template/spec"));
-    vec![
-        name(obj),
-        json!(int_at(obj, "/spec/replicas")),
-        json!(int_at(obj, "/status/replicas")),
-        json!(int_at(obj, "/status/readyReplicas")),
-        age(obj, now),
-        containers,
-        images,
-        json!(format_labels(obj.pointer("/spec/selector"))),
-    ]
+    replica_row(obj, now, format_labels(obj.pointer("/spec/selector")))
 }
 
 pub(super) fn stateful_set(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
-    let (containers, images) = container_cells(template_spec(obj, "/spec/template/spec"));
+    let (containers, images) = container_cells(obj.pointer("/spec/template/spec"));
     vec![
         name(obj),
         json!(format!("{}/{}", int_at(obj, "/status/readyReplicas"), int_at(obj, "/spec/replicas"))),
@@ -155,7 +146,7 @@ pub(super) fn stateful_set(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
 }
 
 pub(super) fn daemon_set(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
-    let (containers, images) = container_cells(template_spec(obj, "/spec/template/spec"));
+    let (containers, images) = container_cells(obj.pointer("/spec/template/spec"));
     vec![
         name(obj),
         json!(int_at(obj, "/status/desiredNumberScheduled")),
@@ -208,7 +199,7 @@ pub(super) fn job(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
     } else {
         "Running"
     };
-    let (containers, images) = container_cells(template_spec(obj, "/spec/template/spec"));
+    let (containers, images) = container_cells(obj.pointer("/spec/template/spec"));
     vec![
         name(obj),
         json!(status),
@@ -232,7 +223,7 @@ pub(super) fn cron_job(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
         None => "<unset>".to_string(),
     };
     let active = obj.pointer("/status/active").and_then(Value::as_array).map_or(0, Vec::len);
-    let (containers, images) = container_cells(template_spec(obj, "/spec/jobTemplate/spec/template/spec"));
+    let (containers, images) = container_cells(obj.pointer("/spec/jobTemplate/spec/template/spec"));
     vec![
         name(obj),
         json!(str_at(obj, "/spec/schedule")),
@@ -248,6 +239,6 @@ pub(super) fn cron_job(obj: &Value, now: OffsetDateTime) -> Vec<Value> {
 }
 
 pub(super) fn pod_template(obj: &Value) -> Vec<Value> {
-    let (containers, images) = container_cells(template_spec(obj, "/template/spec"));
+    let (containers, images) = container_cells(obj.pointer("/template/spec"));
     vec![name(obj), containers, images, json!(format_labels(obj.pointer("/template/metadata/labels")))]
 }

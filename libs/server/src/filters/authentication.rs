@@ -36,16 +36,13 @@ where
     S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
     S::Future: Send,
 {
-    let rejected = req.extensions().get::<ConnInfo>().and_then(|c| c.rejected_certificate.clone());
-    let outcome = if let Some(reason) = rejected {
-        AuthOutcome::Rejected(reason)
-    } else {
-        let conn = req.extensions().get::<ConnInfo>();
-        let auth_req = AuthRequest {
+    let conn = req.extensions().get::<Arc<ConnInfo>>();
+    let outcome = match conn.and_then(|c| c.rejected_certificate.as_ref()) {
+        Some(reason) => AuthOutcome::Rejected(reason.clone()),
+        None => srv.authenticator.authenticate(&AuthRequest {
             peer_certificates: conn.and_then(|c| c.peer_certificates.as_deref()),
             headers: req.headers(),
-        };
-        srv.authenticator.authenticate(&auth_req)
+        }),
     };
     let user = match outcome {
         AuthOutcome::Authenticated(user) => user,

@@ -43,7 +43,8 @@ use crate::state::ApiServer;
 /// The future every service in the chain returns.
 pub type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
-/// What the connection knows about its peer; inserted by the listener.
+/// What the connection knows about its peer; the listener inserts it into every request of the
+/// connection as an `Arc<ConnInfo>` (shared, not copied per request).
 #[derive(Debug, Default, Clone)]
 pub struct ConnInfo {
     /// Client certificate chain (DER, leaf first) verified against the client CA.

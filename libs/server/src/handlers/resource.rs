@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Response, StatusCode};
+use http::{Response, StatusCode};
 use kapi_apimachinery::fields::FieldSelector;
 use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::patch::{apply_json_patch, apply_merge_patch};
@@ -39,19 +39,23 @@ const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge
 pub async fn handle(
     srv: &Arc<ApiServer>,
     info: &RequestInfo,
-    method: &Method,
     query: &Query,
     accept: Option<&str>,
     content_type: Option<&str>,
     body: Bytes,
 ) -> Response<Body> {
     let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
-    let protobuf = find_spec(info).is_ok_and(|spec| Codec::global().supports(&spec.api_version(), spec.kind));
+    let spec = find_spec(info);
+    let protobuf = spec.as_ref().is_ok_and(|spec| Codec::global().supports(&spec.api_version(), spec.kind));
     let output = match negotiate(accept, what, protobuf) {
         Ok(o) => o,
         Err(e) => return response::error(&e, Output::JSON),
     };
-    match dispatch(srv, info, method, query, output, content_type, body).await {
+    let result = match spec {
+        Ok(spec) => dispatch(srv, spec, info, query, output, content_type, body).await,
+        Err(e) => Err(e),
+    };
+    match result {
         Ok(resp) => resp,
         Err(e) => response::error(&e, output),
     }
@@ -111,14 +115,13 @@ fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body
 
 async fn dispatch(
     srv: &Arc<ApiServer>,
+    spec: &'static ResourceSpec,
     info: &RequestInfo,
-    _method: &Method,
     query: &Query,
     output: Output,
     content_type: Option<&str>,
     body: Bytes,
 ) -> HandlerResult {
-    let spec = find_spec(info)?;
     // Objects of a few resources live in another version's storage: the strategy (defaults,
     // validation, storage keys) is the storage version's; bodies and answers are converted.
     let strategy = CatalogStrategy(conversion::storage_spec(spec));
