@@ -12,6 +12,7 @@ pub mod media;
 pub mod patch;
 pub mod resource_version;
 pub mod status;
+pub mod strategic_merge;
 pub mod time;
 pub mod validation;
 pub mod watch;

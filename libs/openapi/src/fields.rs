@@ -101,6 +101,48 @@ impl<'d> Checker<'d> {
         self.problems
     }
 
+    /// Removes the fields `root`'s schema does not know, as decoding into kube's typed structs
+    /// drops them (objects are kept as JSON here, so this is done explicitly).
+    pub(crate) fn prune_root(&self, root: &str, obj: &mut Value) {
+        if self.defs.contains_key(root) {
+            let named = serde_json::json!({ "$ref": format!("{}{root}", crate::definitions::V2_REF_PREFIX) });
+            self.prune(obj, &named, true, 0);
+        }
+    }
+
+    fn prune(&self, value: &mut Value, schema: &Value, top: bool, depth: usize) {
+        if depth >= MAX_DEPTH {
+            return;
+        }
+        match (self.classify(schema).0, value) {
+            (Shape::Struct { props, .. }, Value::Object(fields)) => {
+                fields.retain(|k, _| props.contains_key(k) || (top && (k == "apiVersion" || k == "kind")));
+                for (key, inner) in fields.iter_mut() {
+                    if let Some(field_schema) = props.get(key) {
+                        self.prune(inner, field_schema, false, depth + 1);
+                    }
+                }
+            }
+            (Shape::Map { values }, Value::Object(fields)) => {
+                for inner in fields.values_mut() {
+                    self.prune(inner, values, false, depth + 1);
+                }
+            }
+            (Shape::Array { items }, Value::Array(elements)) => {
+                for inner in elements {
+                    self.prune(inner, items, false, depth + 1);
+                }
+            }
+            (Shape::OneOf { alternatives }, value) => {
+                let chosen = alternatives.iter().find(|alt| accepts_json_type(&self.classify(alt).0, value));
+                if let Some(alternative) = chosen {
+                    self.prune(value, alternative, false, depth + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn walk(&mut self, value: &Value, schema: &Value, path: &str, top: bool) {
         // Go leaves the zero value for null, whatever the target type.
         if value.is_null() || self.depth >= MAX_DEPTH {

@@ -12,6 +12,7 @@ mod fields;
 mod kinds;
 mod messages;
 mod patch_meta;
+mod patch_schema;
 mod paths;
 mod quantity;
 mod render;
@@ -24,6 +25,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 pub use fields::FieldProblems;
+pub use patch_schema::{patch_schema, SchemaNode};
 pub use messages::{decode_error_message, first_type_error, strict_message, warnings};
 
 use definitions::{
@@ -145,6 +147,17 @@ impl OpenApi {
             problems.duplicate = duplicate;
         }
         problems
+    }
+
+    /// Drops the fields of `obj` that its kind's schema does not know, as kube-apiserver's
+    /// typed decoding does (after [`OpenApi::field_problems`] has reported them). Kinds without
+    /// a known schema are left alone.
+    pub fn prune_unknown_fields(&self, group: &str, version: &str, kind: &str, obj: &mut Value) {
+        let defs = definitions();
+        let key = (group.to_string(), version.to_string(), kind.to_string());
+        if let Some(root) = defs.by_gvk.get(&key) {
+            fields::Checker::new(&defs.defs).prune_root(root, obj);
+        }
     }
 
     fn built(&self) -> &Built {

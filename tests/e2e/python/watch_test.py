@@ -114,9 +114,8 @@ def basic(v1):
 
     # Resume from the third event: exactly the later events, in order, none repeated.
     resume_rv = events[2][2]
-    # Merge patch explicitly: strategic merge patch (the client default) is a separate issue.
-    v1.patch_namespaced_pod("pod-3", ns, {"metadata": {"labels": {"touched": "yes"}}},
-                            _content_type="application/merge-patch+json")
+    # The client's default patch type: strategic merge patch.
+    v1.patch_namespaced_pod("pod-3", ns, {"metadata": {"labels": {"touched": "yes"}}})
     v1.delete_namespaced_pod("pod-4", ns, body=client.V1DeleteOptions(grace_period_seconds=0))
     v1.create_namespaced_pod(ns, pod("pod-5"))
     expected = [("ADDED", "pod-3"), ("ADDED", "pod-4"), ("MODIFIED", "pod-3"),

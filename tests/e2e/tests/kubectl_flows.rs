@@ -253,7 +253,7 @@ fn check_label_annotate_patch_scale(k: &Kubectl) {
     assert_eq!(cm["data"], json!({"greeting": "hi", "added": "yes", "extra": "x"}));
     assert_eq!(cm["metadata"]["labels"]["patched"], json!("merge"));
 
-    // A spec change by JSON patch (strategic merge, kubectl's default type, is its own issue).
+    // A spec change by JSON patch (strategic merge, kubectl's default, is in patches.rs).
     let image = r#"[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.26"}]"#;
     k.ok(&["patch", "deployment", "web", "-n", NS, "--type=json", "-p", image]);
     let d = k.json(&["get", "deployment", "web", "-n", NS]);

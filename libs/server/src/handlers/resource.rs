@@ -11,6 +11,8 @@ use http::{Response, StatusCode};
 use kapi_apimachinery::fields::FieldSelector;
 use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::patch::{apply_json_patch, apply_merge_patch};
+use kapi_apimachinery::strategic_merge::apply_strategic_merge_patch;
+use kapi_openapi::{patch_schema, SchemaNode};
 use kapi_apimachinery::resource_version;
 use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
@@ -32,8 +34,35 @@ use crate::watch_stream;
 
 type HandlerResult = Result<Response<Body>, ApiError>;
 
-/// Patch media types served (strategic merge and apply come with their own issue).
-const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
+/// Patch media types served for kinds with a typed schema (server-side apply comes with its
+/// own slice of issue 4).
+const PATCH_TYPES: &[&str] =
+    &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"];
+/// Patch media types for kinds without a typed schema: kube does not strategic-merge those.
+const UNTYPED_PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
+
+/// Checks the patch media type before anything is read, as kube's patch handler does; returns
+/// the strategic-merge schema when the patch is a strategic merge patch.
+fn patch_kind(content_type: Option<&str>, schema: Option<SchemaNode>) -> Result<PatchKind, ApiError> {
+    let accepted = if schema.is_some() { PATCH_TYPES } else { UNTYPED_PATCH_TYPES };
+    match content_essence(content_type).as_deref() {
+        Some("application/json-patch+json") => Ok(PatchKind::Json),
+        Some("application/merge-patch+json") => Ok(PatchKind::Merge),
+        Some("application/strategic-merge-patch+json") => match schema {
+            Some(schema) => Ok(PatchKind::Strategic(schema)),
+            None => Err(ApiError::unsupported_media_type(accepted)),
+        },
+        _ => Err(ApiError::unsupported_media_type(accepted)),
+    }
+}
+
+/// The three patch formats a PATCH body may use.
+#[derive(Clone, Copy)]
+enum PatchKind {
+    Json,
+    Merge,
+    Strategic(SchemaNode),
+}
 
 /// Serves one resource request whose body (if any) has been read already.
 pub async fn handle(
@@ -98,8 +127,8 @@ fn decode_checked(
     warnings: &mut Vec<String>,
 ) -> Result<Value, ApiError> {
     let mode = FieldValidation::from_query(query)?;
-    let obj = decode_body(content_type, body)?;
-    warnings.extend(field_validation::check(&srv.openapi, mode, spec, &obj, Source::Body(raw_json(content_type, body)))?);
+    let mut obj = decode_body(content_type, body)?;
+    warnings.extend(field_validation::check(&srv.openapi, mode, spec, &mut obj, Source::Body(raw_json(content_type, body)))?);
     Ok(obj)
 }
 
@@ -447,18 +476,35 @@ fn delete_options(query: &Query, content_type: Option<&str>, body: &[u8]) -> Res
 
 /// Applies a JSON or merge patch to `current`, with kube's rule that the patched object may not
 /// rename itself; a resourceVersion the patch sets is a precondition.
-fn apply_patch(content_type: Option<&str>, body: &[u8], current: &Value) -> Result<Value, ApiError> {
+fn apply_patch(kind: PatchKind, body: &[u8], current: &Value) -> Result<Value, ApiError> {
     let mut base = current.clone();
     if let Some(m) = base.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    let patched = match content_essence(content_type).as_deref() {
-        Some("application/json-patch+json") => apply_json_patch(&base, body)?,
-        Some("application/merge-patch+json") => apply_merge_patch(&base, body)?,
-        _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+    let patched = match kind {
+        PatchKind::Json => apply_json_patch(&base, body)?,
+        PatchKind::Merge => apply_merge_patch(&base, body)?,
+        PatchKind::Strategic(schema) => apply_strategic_merge_patch(&base, body, &schema)?,
     };
     if !patched.is_object() {
         return Err(ApiError::bad_request("the patched object must be a JSON object"));
+    }
+    let mut patched = patched;
+    // The type comes from the URL: a patch may restate it or drop it, never change it.
+    for field in ["apiVersion", "kind"] {
+        match (patched.get(field), current.get(field)) {
+            (Some(new), Some(old)) if new != old => {
+                return Err(ApiError::bad_request(format!(
+                    "the patched object's {field} ({}) does not match the {field} on the URL ({})",
+                    new.as_str().map_or_else(|| new.to_string(), str::to_owned),
+                    old.as_str().unwrap_or_default()
+                )));
+            }
+            (None, Some(old)) => {
+                patched[field] = old.clone();
+            }
+            _ => {}
+        }
     }
     let old_name = current.pointer("/metadata/name");
     let new_name = patched.pointer("/metadata/name");
@@ -486,19 +532,20 @@ async fn patch(
     mode: FieldValidation,
 ) -> Result<(Value, Vec<String>), ApiError> {
     // Reject an unsupported patch type before reading anything.
-    match content_essence(content_type).as_deref() {
-        Some("application/json-patch+json" | "application/merge-patch+json") => {}
-        _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
-    }
+    let kind = patch_kind(content_type, patch_schema(spec.group, spec.version, spec.kind))?;
     let mut warnings = Vec::new();
     let patched = srv
         .rest
         .update_with(strategy, ns, name, target, dry_run, |stored| {
             // Patches apply to the object in the version the client speaks.
             let current = conversion::from_storage(spec, stored.clone())?;
-            let patched = apply_patch(content_type, body, &current)?;
+            let mut patched = apply_patch(kind, body, &current)?;
             // Only the last attempt's warnings describe the stored result.
-            warnings = field_validation::check(&srv.openapi, mode, spec, &patched, Source::Patched)?;
+            let raw = match kind {
+                PatchKind::Merge | PatchKind::Strategic(_) => Some(body),
+                PatchKind::Json => None,
+            };
+            warnings = field_validation::check(&srv.openapi, mode, spec, &mut patched, Source::Patched(raw))?;
             conversion::to_storage(spec, patched)
         })
         .await?;
@@ -622,16 +669,13 @@ async fn subresource(
             Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
         }
         ("scale", "patch") => {
-            match content_essence(content_type).as_deref() {
-                Some("application/json-patch+json" | "application/merge-patch+json") => {}
-                _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
-            }
+            let patch = patch_kind(content_type, patch_schema("autoscaling", "v1", "Scale"))?;
             let kind = spec.kind;
             let updated = srv
                 .rest
                 .update_with(strategy, ns, name, WriteTarget::Main, dry, |parent| {
                     let scale = scale_of(parent, kind);
-                    let patched = apply_patch(content_type, &body, &scale)?;
+                    let patched = apply_patch(patch, &body, &scale)?;
                     apply_scale(parent, &patched)
                 })
                 .await?;
