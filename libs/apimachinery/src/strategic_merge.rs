@@ -25,8 +25,22 @@ use crate::status::{ApiError, StatusReason};
 
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
-const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
-const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
+const SET_ELEMENT_ORDER: &str = "$setElementOrder";
+const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
+
+/// The list a `$setElementOrder/<list>` or `$deleteFromPrimitiveList/<list>` key names.
+fn directive_target<'k>(key: &'k str, prefix: &str, format_error: &str) -> Result<Option<&'k str>, ApiError> {
+    let Some(rest) = key.strip_prefix(prefix) else {
+        return Ok(None);
+    };
+    match rest.strip_prefix('/') {
+        Some(list) if !list.is_empty() => Ok(Some(list)),
+        _ => Err(bad_request(format_error)),
+    }
+}
+
+const BAD_PRIMITIVE_LIST: &str = "invalid patch format of primitive list";
+const BAD_SET_ELEMENT_ORDER: &str = "invalid patch format of setElementOrder list";
 
 /// How one field merges, from the Go type's `patchStrategy` and `patchMergeKey` tags.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -133,7 +147,7 @@ fn merge_map<S: PatchSchema>(mut original: Map<String, Value>, mut patch: Map<St
         if key.starts_with(SET_ELEMENT_ORDER) {
             continue;
         }
-        let (key, delete_list) = match key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
+        let (key, delete_list) = match directive_target(&key, DELETE_FROM_PRIMITIVE_LIST, BAD_PRIMITIVE_LIST)? {
             Some(list) => (list.to_owned(), true),
             None => (key, false),
         };
@@ -228,11 +242,12 @@ fn apply_retain_keys(original: &mut Map<String, Value>, patch: &mut Map<String, 
 fn apply_set_element_order<S: PatchSchema>(original: &mut Map<String, Value>, patch: &mut Map<String, Value>, schema: &S) -> Result<(), ApiError> {
     let directives: Vec<String> = patch.keys().filter(|k| k.starts_with(SET_ELEMENT_ORDER)).cloned().collect();
     for directive in directives {
-        let bad = || bad_request("invalid patch format of setElementOrder list");
+        let bad = || bad_request(BAD_SET_ELEMENT_ORDER);
+        let key = directive_target(&directive, SET_ELEMENT_ORDER, BAD_SET_ELEMENT_ORDER)?.unwrap_or_default().to_owned();
+        let key = key.as_str();
         let Some(Value::Array(order)) = patch.remove(&directive) else {
             return Err(bad());
         };
-        let key = &directive[SET_ELEMENT_ORDER.len()..];
         let current = match original.get(key) {
             None => None,
             Some(Value::Array(items)) => Some(items.clone()),
@@ -245,6 +260,11 @@ fn apply_set_element_order<S: PatchSchema>(original: &mut Map<String, Value>, pa
         };
         let (sub, meta) = schema.field(key);
         let merge_key = meta.merge_key.as_deref();
+        if let Some(k) = merge_key {
+            if let Some(entry) = order.iter().find(|e| e.get(k).is_none()) {
+                return Err(missing_merge_key(entry, k));
+            }
+        }
         if let Some(p) = &patch_list {
             check_order_matches(p, &order, merge_key)?;
         }
@@ -306,24 +326,27 @@ enum ElementKind {
     Scalar,
 }
 
-/// The common element kind of the lists; mixed kinds and lists of lists cannot be merged.
+/// The common element kind of the lists: every element must have the same JSON type (kube
+/// compares Go types), and lists of lists cannot be merged.
 fn element_kind(a: &[Value], b: &[Value]) -> Result<ElementKind, ApiError> {
-    let mut kind = None;
+    let mut first: Option<&Value> = None;
     for v in a.iter().chain(b) {
-        let k = match v {
-            Value::Array(_) => return Err(unprocessable("lists of lists are not supported")),
-            Value::Object(_) => ElementKind::Map,
-            _ => ElementKind::Scalar,
-        };
-        match kind {
-            None => kind = Some(k),
-            Some(prev) if prev != k => {
-                return Err(bad_request("a list mixes objects and plain values and cannot be merged"))
+        if v.is_array() {
+            return Err(unprocessable("lists of lists are not supported"));
+        }
+        match first {
+            None => first = Some(v),
+            Some(prev) if json_kind(prev) != json_kind(v) => {
+                return Err(bad_request(format!(
+                    "list element types are not identical: {} and {}",
+                    json_kind(prev),
+                    json_kind(v)
+                )))
             }
             Some(_) => {}
         }
     }
-    Ok(kind.unwrap_or(ElementKind::Scalar))
+    Ok(if first.is_some_and(Value::is_object) { ElementKind::Map } else { ElementKind::Scalar })
 }
 
 fn merge_list<S: PatchSchema>(
