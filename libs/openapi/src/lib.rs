@@ -13,6 +13,7 @@ mod kinds;
 mod messages;
 mod patch_meta;
 mod patch_schema;
+mod apply_schema;
 mod paths;
 mod quantity;
 mod render;
@@ -25,6 +26,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 pub use fields::FieldProblems;
+pub use apply_schema::{apply_schema, ApplyNode};
 pub use patch_schema::{patch_schema, SchemaNode};
 pub use messages::{decode_error_message, first_type_error, strict_message, warnings};
 

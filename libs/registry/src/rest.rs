@@ -26,6 +26,10 @@ use crate::strategy::{Strategy, WriteTarget};
 
 /// How long a read waits for the watch cache to reach a revision before giving up.
 const CACHE_WAIT: Duration = Duration::from_secs(3);
+/// Records managedFields on a write: called with the stored object (None on create) and the
+/// object about to be stored, after defaulting and validation.
+pub type Tracker = dyn Fn(Option<&Value>, &mut Value) + Send + Sync;
+
 /// How often a patch or unconditional update retries after losing a race to another writer.
 const MAX_UPDATE_RETRIES: usize = 8;
 /// kube's `utilrand` alphabet for generateName suffixes (no vowels, no confusable digits).
@@ -447,7 +451,14 @@ impl RestStore {
 
     /// CREATE: system fields, generateName, prepare, defaults, validation, then a conditional
     /// create in storage.
-    pub async fn create(&self, strategy: &dyn Strategy, namespace: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Value> {
+    pub async fn create(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        mut obj: Value,
+        dry_run: bool,
+        track: Option<&Tracker>,
+    ) -> Result<Value> {
         let spec = strategy.spec();
         Self::check_type_and_namespace(spec, &mut obj, namespace)?;
         if meta_str(&obj, "name").is_none() {
@@ -484,6 +495,9 @@ impl RestStore {
         }
         if spec.namespaced {
             self.check_namespace(spec, namespace.unwrap_or_default(), true).await?;
+        }
+        if let Some(track) = track {
+            track(None, &mut obj);
         }
         if spec.group.is_empty() && spec.resource == "services" {
             self.allocate_cluster_ip(&mut obj).await?;
@@ -543,6 +557,7 @@ impl RestStore {
 
     /// UPDATE (PUT) of the main resource or its status. A `resourceVersion` in the body must match
     /// the stored one (409 otherwise); without one the update is unconditional.
+    #[allow(clippy::too_many_arguments)]
     pub async fn update(
         &self,
         strategy: &dyn Strategy,
@@ -551,6 +566,7 @@ impl RestStore {
         obj: Value,
         target: WriteTarget,
         dry_run: bool,
+        track: Option<&Tracker>,
     ) -> Result<Value> {
         let spec = strategy.spec();
         let mut body = obj;
@@ -564,12 +580,13 @@ impl RestStore {
             }
             None => return Err(ApiError::bad_request("name is required")),
         }
-        self.update_with(strategy, namespace, name, target, dry_run, |_current| Ok(body.clone())).await
+        self.update_with(strategy, namespace, name, target, dry_run, track, |_current| Ok(body.clone())).await
     }
 
     /// The read-modify-write loop shared by update and patch (kube's GuaranteedUpdate).
     /// `mutate` turns the current object into the desired one; if the result names a
     /// resourceVersion it must be the current one.
+    #[allow(clippy::too_many_arguments)]
     pub async fn update_with(
         &self,
         strategy: &dyn Strategy,
@@ -577,6 +594,7 @@ impl RestStore {
         name: &str,
         target: WriteTarget,
         dry_run: bool,
+        track: Option<&Tracker>,
         mut mutate: impl FnMut(&Value) -> Result<Value> + Send,
     ) -> Result<Value> {
         let spec = strategy.spec();
@@ -629,6 +647,9 @@ impl RestStore {
             let causes = if target == WriteTarget::Subresource { Vec::new() } else { strategy.validate_update(&new, &old) };
             if !causes.is_empty() {
                 return Err(ApiError::invalid(spec.group, spec.kind, name, causes));
+            }
+            if let Some(track) = track {
+                track(Some(&old), &mut new);
             }
             set_resource_version(&mut new, kv.mod_revision);
             if new == old {

@@ -12,7 +12,9 @@ pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"
 
 async fn ensure(rest: &RestStore, group: &str, resource: &str, ns: Option<&str>, obj: serde_json::Value) -> Result<(), ApiError> {
     let spec = catalog::find(group, "v1", resource).ok_or_else(|| ApiError::internal(format!("{resource} missing from catalog")))?;
-    match rest.create(&CatalogStrategy(spec), ns, obj, false).await {
+    // kube-apiserver records its own writes under its name.
+    let track = crate::field_manager::tracker(spec, crate::field_manager::writer(spec, "kube-apiserver".into(), ""));
+    match rest.create(&CatalogStrategy(spec), ns, obj, false, track.as_deref()).await {
         Ok(_) => Ok(()),
         Err(e) if e.code == 409 => Ok(()),
         Err(e) => Err(e),

@@ -59,7 +59,8 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
     let path = info.path.trim_end_matches('/');
     let content_type = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     if info.is_resource_request && !info.parts.is_empty() {
-        return resource::handle(srv, info, &query, accept, content_type, body).await;
+        let user_agent = parts.headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
+        return resource::handle(srv, info, &query, accept, content_type, user_agent, body).await;
     }
     let is_get = matches!(parts.method, Method::GET | Method::HEAD);
     let discovery_doc = |doc: Option<serde_json::Value>, aggregated: Option<serde_json::Value>| -> Response<Body> {

@@ -12,7 +12,7 @@ use kapi_apimachinery::fields::FieldSelector;
 use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::patch::{apply_json_patch, apply_merge_patch};
 use kapi_apimachinery::strategic_merge::apply_strategic_merge_patch;
-use kapi_openapi::{patch_schema, SchemaNode};
+use kapi_openapi::{apply_schema, patch_schema, ApplyNode, SchemaNode};
 use kapi_apimachinery::resource_version;
 use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
@@ -25,6 +25,7 @@ use serde_json::{json, Map, Value};
 use crate::field_validation::{self, FieldValidation, Source};
 use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape, PROTOBUF};
 use kapi_protobuf_codec::Codec;
+use crate::field_manager;
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -34,16 +35,19 @@ use crate::watch_stream;
 
 type HandlerResult = Result<Response<Body>, ApiError>;
 
-/// Patch media types served for kinds with a typed schema (server-side apply comes with its
-/// own slice of issue 4).
-const PATCH_TYPES: &[&str] =
-    &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json"];
+/// Patch media types served for kinds with a typed schema.
+const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+];
 /// Patch media types for kinds without a typed schema: kube does not strategic-merge those.
 const UNTYPED_PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
 
 /// Checks the patch media type before anything is read, as kube's patch handler does; returns
 /// the strategic-merge schema when the patch is a strategic merge patch.
-fn patch_kind(content_type: Option<&str>, schema: Option<SchemaNode>) -> Result<PatchKind, ApiError> {
+fn patch_kind(content_type: Option<&str>, schema: Option<SchemaNode>, apply: Option<ApplyNode>) -> Result<PatchKind, ApiError> {
     let accepted = if schema.is_some() { PATCH_TYPES } else { UNTYPED_PATCH_TYPES };
     match content_essence(content_type).as_deref() {
         Some("application/json-patch+json") => Ok(PatchKind::Json),
@@ -52,16 +56,21 @@ fn patch_kind(content_type: Option<&str>, schema: Option<SchemaNode>) -> Result<
             Some(schema) => Ok(PatchKind::Strategic(schema)),
             None => Err(ApiError::unsupported_media_type(accepted)),
         },
+        Some("application/apply-patch+yaml" | "application/apply-patch+cbor") => match apply {
+            Some(node) => Ok(PatchKind::Apply(node)),
+            None => Err(ApiError::unsupported_media_type(accepted)),
+        },
         _ => Err(ApiError::unsupported_media_type(accepted)),
     }
 }
 
-/// The three patch formats a PATCH body may use.
+/// The patch formats a PATCH body may use.
 #[derive(Clone, Copy)]
 enum PatchKind {
     Json,
     Merge,
     Strategic(SchemaNode),
+    Apply(ApplyNode),
 }
 
 /// Serves one resource request whose body (if any) has been read already.
@@ -71,6 +80,7 @@ pub async fn handle(
     query: &Query,
     accept: Option<&str>,
     content_type: Option<&str>,
+    user_agent: Option<&str>,
     body: Bytes,
 ) -> Response<Body> {
     let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
@@ -81,7 +91,7 @@ pub async fn handle(
         Err(e) => return response::error(&e, Output::JSON),
     };
     let result = match spec {
-        Ok(spec) => dispatch(srv, spec, info, query, output, content_type, body).await,
+        Ok(spec) => dispatch(srv, spec, info, query, output, content_type, user_agent, body).await,
         Err(e) => Err(e),
     };
     match result {
@@ -142,6 +152,7 @@ fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body
     resp
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn dispatch(
     srv: &Arc<ApiServer>,
     spec: &'static ResourceSpec,
@@ -149,6 +160,7 @@ async fn dispatch(
     query: &Query,
     output: Output,
     content_type: Option<&str>,
+    user_agent: Option<&str>,
     body: Bytes,
 ) -> HandlerResult {
     // Objects of a few resources live in another version's storage: the strategy (defaults,
@@ -160,7 +172,7 @@ async fn dispatch(
         return Err(ApiError::path_not_found());
     }
     if !info.subresource.is_empty() {
-        return subresource(srv, spec, &strategy, info, ns, query, output, content_type, body).await;
+        return subresource(srv, spec, &strategy, info, ns, query, output, content_type, user_agent, body).await;
     }
     if !spec.supports(&info.verb) {
         return Err(ApiError::method_not_supported(&gr, &info.verb));
@@ -179,20 +191,21 @@ async fn dispatch(
         "create" => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?).await?;
+            let track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, ""));
+            let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?, track.as_deref()).await?;
             Ok(with_warnings(single(spec, &created, output, query, StatusCode::CREATED)?, &warnings))
         }
         "update" => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?).await?;
+            let track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, ""));
+            let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, track.as_deref()).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         "patch" => {
-            let mode = FieldValidation::from_query(query)?;
-            let (patched, warnings) =
-                patch(srv, spec, &strategy, ns, name, content_type, &body, WriteTarget::Main, dry_run(query)?, mode).await?;
-            Ok(with_warnings(single(spec, &patched, output, query, StatusCode::OK)?, &warnings))
+            let req = PatchRequest { content_type, body: &body, query, user_agent, target: WriteTarget::Main };
+            let (patched, warnings, status) = patch(srv, spec, &strategy, ns, name, &req).await?;
+            Ok(with_warnings(single(spec, &patched, output, query, status)?, &warnings))
         }
         "delete" => {
             let opts = delete_options(query, content_type, &body)?;
@@ -485,6 +498,7 @@ fn apply_patch(kind: PatchKind, body: &[u8], current: &Value) -> Result<Value, A
         PatchKind::Json => apply_json_patch(&base, body)?,
         PatchKind::Merge => apply_merge_patch(&base, body)?,
         PatchKind::Strategic(schema) => apply_strategic_merge_patch(&base, body, &schema)?,
+        PatchKind::Apply(_) => return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES)),
     };
     if !patched.is_object() {
         return Err(ApiError::bad_request("the patched object must be a JSON object"));
@@ -518,38 +532,155 @@ fn apply_patch(kind: PatchKind, body: &[u8], current: &Value) -> Result<Value, A
     Ok(patched)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a PATCH request carries besides the object it names.
+struct PatchRequest<'a> {
+    content_type: Option<&'a str>,
+    body: &'a [u8],
+    query: &'a Query,
+    user_agent: Option<&'a str>,
+    target: WriteTarget,
+}
+
+/// PATCH of the main resource or its status: JSON, merge, strategic merge patch or server-side
+/// apply. Returns the stored object, the field validation warnings and the status code (201
+/// when an apply created the object).
 async fn patch(
     srv: &Arc<ApiServer>,
     spec: &'static ResourceSpec,
     strategy: &CatalogStrategy,
     ns: Option<&str>,
     name: &str,
-    content_type: Option<&str>,
-    body: &[u8],
-    target: WriteTarget,
-    dry_run: bool,
-    mode: FieldValidation,
-) -> Result<(Value, Vec<String>), ApiError> {
+    req: &PatchRequest<'_>,
+) -> Result<(Value, Vec<String>, StatusCode), ApiError> {
+    let query = req.query;
     // Reject an unsupported patch type before reading anything.
-    let kind = patch_kind(content_type, patch_schema(spec.group, spec.version, spec.kind))?;
+    let kind = patch_kind(
+        req.content_type,
+        patch_schema(spec.group, spec.version, spec.kind),
+        apply_schema(spec.group, spec.version, spec.kind),
+    )?;
+    let mode = FieldValidation::from_query(query)?;
+    let dry = dry_run(query)?;
+    let subresource = if req.target == WriteTarget::Status { "status" } else { "" };
+    let force = parse_force(query, matches!(kind, PatchKind::Apply(_)))?;
+    let manager = field_manager::manager(query, req.user_agent)?;
+    if let PatchKind::Apply(schema) = kind {
+        if query.get("fieldManager").is_none() {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![kapi_apimachinery::Cause::required("fieldManager", "is required for apply patch")],
+            ));
+        }
+        let writer = field_manager::writer(spec, manager, subresource);
+        return server_side_apply(srv, spec, strategy, ns, name, req, &schema, &writer, force, dry, mode).await;
+    }
+    let track = field_manager::tracker(spec, field_manager::writer(spec, manager, subresource));
     let mut warnings = Vec::new();
+    let body = req.body;
     let patched = srv
         .rest
-        .update_with(strategy, ns, name, target, dry_run, |stored| {
+        .update_with(strategy, ns, name, req.target, dry, track.as_deref(), |stored| {
             // Patches apply to the object in the version the client speaks.
             let current = conversion::from_storage(spec, stored.clone())?;
             let mut patched = apply_patch(kind, body, &current)?;
             // Only the last attempt's warnings describe the stored result.
             let raw = match kind {
                 PatchKind::Merge | PatchKind::Strategic(_) => Some(body),
-                PatchKind::Json => None,
+                PatchKind::Json | PatchKind::Apply(_) => None,
             };
             warnings = field_validation::check(&srv.openapi, mode, spec, &mut patched, Source::Patched(raw))?;
             conversion::to_storage(spec, patched)
         })
         .await?;
-    Ok((patched, warnings))
+    Ok((patched, warnings, StatusCode::OK))
+}
+
+/// `?force=`: only apply patches may force (kube's PatchOptions validation).
+fn parse_force(query: &Query, apply: bool) -> Result<bool, ApiError> {
+    let force = match query.get("force") {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(ApiError::bad_request(format!("force: invalid value {other:?}: must be true or false"))),
+    };
+    if force && !apply {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            vec![kapi_apimachinery::Cause::invalid("force", &Value::Bool(true), "may not be specified for non-apply patch")],
+        ));
+    }
+    Ok(force)
+}
+
+/// Server-side apply: merges the applied configuration into the live object with ownership
+/// (409 on conflicts unless forced), or creates the object when it does not exist.
+#[allow(clippy::too_many_arguments)]
+async fn server_side_apply(
+    srv: &Arc<ApiServer>,
+    spec: &'static ResourceSpec,
+    strategy: &CatalogStrategy,
+    ns: Option<&str>,
+    name: &str,
+    req: &PatchRequest<'_>,
+    schema: &ApplyNode,
+    writer: &kapi_fieldmanager::Writer,
+    force: bool,
+    dry: bool,
+    mode: FieldValidation,
+) -> Result<(Value, Vec<String>, StatusCode), ApiError> {
+    let mut config = decode_body(Some("application/yaml"), req.body)?;
+    let expected_version = spec.api_version();
+    let got_version = config.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    if got_version != expected_version {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {got_version}, expected: {expected_version}"
+        )));
+    }
+    let got_kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if got_kind != spec.kind {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect kind specified in apply patch. Specified patch kind: {got_kind}, expected: {}",
+            spec.kind
+        )));
+    }
+    match config.pointer("/metadata/name").and_then(Value::as_str) {
+        Some(n) if n == name => {}
+        Some(n) => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )))
+        }
+        None => {
+            if let Some(m) = config.as_object_mut() {
+                let meta = m.entry("metadata").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert("name".into(), Value::String(name.to_owned()));
+                }
+            }
+        }
+    }
+    let warnings = field_validation::check(&srv.openapi, mode, spec, &mut config, Source::Patched(None))?;
+    let result = srv
+        .rest
+        .update_with(strategy, ns, name, req.target, dry, None, |stored| {
+            let current = conversion::from_storage(spec, stored.clone())?;
+            let applied = kapi_fieldmanager::apply(Some(&current), &config, schema, writer, force)?;
+            conversion::to_storage(spec, applied.object)
+        })
+        .await;
+    match result {
+        Ok(obj) => Ok((obj, warnings, StatusCode::OK)),
+        Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
+            let applied = kapi_fieldmanager::apply(None, &config, schema, writer, force)?;
+            let obj = conversion::to_storage(spec, applied.object)?;
+            let created = srv.rest.create(strategy, ns, obj, dry, None).await?;
+            Ok((created, warnings, StatusCode::CREATED))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn scale_selector(obj: &Value, kind: &str) -> String {
@@ -625,6 +756,7 @@ async fn subresource(
     query: &Query,
     output: Output,
     content_type: Option<&str>,
+    user_agent: Option<&str>,
     body: Bytes,
 ) -> HandlerResult {
     let sub = info.subresource.as_str();
@@ -645,13 +777,14 @@ async fn subresource(
         ("status", "update") => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry).await?;
+            let track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, "status"));
+            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, track.as_deref()).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         ("status", "patch") => {
-            let mode = FieldValidation::from_query(query)?;
-            let (patched, warnings) = patch(srv, spec, strategy, ns, name, content_type, &body, WriteTarget::Status, dry, mode).await?;
-            Ok(with_warnings(single(spec, &patched, output, query, StatusCode::OK)?, &warnings))
+            let req = PatchRequest { content_type, body: &body, query, user_agent, target: WriteTarget::Status };
+            let (patched, warnings, status) = patch(srv, spec, strategy, ns, name, &req).await?;
+            Ok(with_warnings(single(spec, &patched, output, query, status)?, &warnings))
         }
         ("scale", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
@@ -662,18 +795,23 @@ async fn subresource(
             if scale.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
                 return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
             }
+            let scale_track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, "scale"));
             let updated = srv
                 .rest
-                .update_with(strategy, ns, name, WriteTarget::Main, dry, |parent| apply_scale(parent, &scale))
+                .update_with(strategy, ns, name, WriteTarget::Main, dry, scale_track.as_deref(), |parent| apply_scale(parent, &scale))
                 .await?;
             Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
         }
         ("scale", "patch") => {
-            let patch = patch_kind(content_type, patch_schema("autoscaling", "v1", "Scale"))?;
+            let patch = patch_kind(content_type, patch_schema("autoscaling", "v1", "Scale"), None)?;
+            let (PatchKind::Json | PatchKind::Merge | PatchKind::Strategic(_)) = patch else {
+                return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES));
+            };
             let kind = spec.kind;
+            let scale_track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, "scale"));
             let updated = srv
                 .rest
-                .update_with(strategy, ns, name, WriteTarget::Main, dry, |parent| {
+                .update_with(strategy, ns, name, WriteTarget::Main, dry, scale_track.as_deref(), |parent| {
                     let scale = scale_of(parent, kind);
                     let patched = apply_patch(patch, &body, &scale)?;
                     apply_scale(parent, &patched)
@@ -710,7 +848,7 @@ async fn bind_pod(
     }
     let gr = GroupResource::new("", "pods/binding");
     srv.rest
-        .update_with(strategy, ns, name, WriteTarget::Subresource, dry_run, |pod| {
+        .update_with(strategy, ns, name, WriteTarget::Subresource, dry_run, None, |pod| {
             if pod.pointer("/metadata/deletionTimestamp").is_some() {
                 return Err(ApiError::conflict(&gr, name, &format!("pod {name} is being deleted, cannot be assigned to a host")));
             }
