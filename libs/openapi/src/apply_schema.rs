@@ -41,8 +41,10 @@ const KEY_DEFAULTS: &[(&str, &str, &str)] = &[
     ("io.k8s.api.core.v1.ServicePort", "protocol", "TCP"),
 ];
 
-/// Lists Go serializes as `null` when unset (no `omitempty`).
+/// Fields Go serializes as `null` when unset: lists without `omitempty`, and `metav1.Time`
+/// structs (omitempty does not apply to structs; a zero Time marshals as null).
 const ALWAYS_NULL: &[(&str, &str)] = &[
+    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "creationTimestamp"),
     ("io.k8s.api.core.v1.PodSpec", "containers"),
     ("io.k8s.api.rbac.v1.Role", "rules"),
     ("io.k8s.api.rbac.v1.ClusterRole", "rules"),

@@ -138,6 +138,86 @@ fn apply_conflicts_force_and_removal_like_kube() {
     assert!(r.message().contains("force: Invalid value: true: may not be specified for non-apply patch"), "{}", r.body);
 }
 
+/// `kubectl create deployment` then a scale by apply, a label by another apply and a status
+/// write by a controller: each manager's FieldsV1 as kube-apiserver records them (the
+/// kubectl-create set includes every field defaulting added, as kube computes it on the
+/// defaulted object). kubectl 1.27 sends JSON; newer kubectls send protobuf, whose zero-valued
+/// non-pointer fields kapi keeps (see docs/architecture.md) and so records as set.
+#[test]
+fn managed_fields_of_a_deployment_lifecycle() {
+    let kapi = Kapi::start().expect("start kapi");
+    kapi.kubectl(&["create", "namespace", NS]).ok("create namespace");
+    kapi.kubectl_as("1.27", &["create", "deployment", "nginx", "-n", NS, "--image=nginx"]).ok("create deployment");
+    let path = format!("/apis/apps/v1/namespaces/{NS}/deployments/nginx");
+    let d = kapi.get_json(&path);
+    let entries = d["metadata"]["managedFields"].as_array().expect("managedFields").clone();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["manager"], "kubectl-create");
+    assert_eq!(entries[0]["operation"], "Update");
+    assert_eq!(entries[0]["apiVersion"], "apps/v1");
+    assert_eq!(entries[0]["fieldsType"], "FieldsV1");
+    assert_eq!(
+        entries[0]["fieldsV1"],
+        json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {
+                "f:progressDeadlineSeconds": {},
+                "f:replicas": {},
+                "f:revisionHistoryLimit": {},
+                "f:selector": {},
+                "f:strategy": {"f:rollingUpdate": {".": {}, "f:maxSurge": {}, "f:maxUnavailable": {}}, "f:type": {}},
+                "f:template": {
+                    "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                    "f:spec": {
+                        "f:containers": {"k:{\"name\":\"nginx\"}": {
+                            ".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {}, "f:resources": {},
+                            "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {}
+                        }},
+                        "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:schedulerName": {}, "f:securityContext": {},
+                        "f:terminationGracePeriodSeconds": {}
+                    }
+                }
+            }
+        })
+    );
+
+    // A scaler applies replicas (a different value: kubectl-create loses it, with force).
+    let scale = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx}\nspec: {replicas: 3}\n";
+    let r = kapi.request(&Request::new("PATCH", &format!("{path}?fieldManager=scaler")).raw("application/apply-patch+yaml", scale));
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.message(), format!(
+        "Apply failed with 1 conflict: conflict with \"kubectl-create\" using apps/v1 at {}: .spec.replicas",
+        entries[0]["time"].as_str().unwrap_or_default()
+    ));
+    let r = kapi.request(&Request::new("PATCH", &format!("{path}?fieldManager=scaler&force=true")).raw("application/apply-patch+yaml", scale));
+    assert_eq!(r.status, 200, "{}", r.body);
+    // A labeller applies a label.
+    let label = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx, labels: {team: web}}\n";
+    let r = kapi.request(&Request::new("PATCH", &format!("{path}?fieldManager=labeller")).raw("application/apply-patch+yaml", label));
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The deployment controller writes status.
+    let mut d = r.body.clone();
+    d["status"] = json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3});
+    let r = kapi.request(&Request::new("PUT", &format!("{path}/status?fieldManager=kube-controller-manager")).json(&d));
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let entries = r.body["metadata"]["managedFields"].as_array().expect("managedFields").clone();
+    let order: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| (e["manager"].as_str().unwrap_or(""), e["operation"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(order.len(), 4, "{order:?}");
+    assert!(order[..2].iter().all(|(_, op)| *op == "Apply") && order[2..].iter().all(|(_, op)| *op == "Update"), "{order:?}");
+    let find = |m: &str| entries.iter().find(|e| e["manager"] == m).unwrap_or_else(|| panic!("no {m}: {order:?}"));
+    assert_eq!(find("scaler")["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+    assert_eq!(find("labeller")["fieldsV1"], json!({"f:metadata": {"f:labels": {"f:team": {}}}}));
+    assert!(find("kubectl-create")["fieldsV1"]["f:spec"].get("f:replicas").is_none(), "forced away");
+    let controller = find("kube-controller-manager");
+    assert_eq!(controller["subresource"], "status");
+    assert_eq!(controller["operation"], "Update");
+    assert_eq!(controller["fieldsV1"], json!({"f:status": {"f:observedGeneration": {}, "f:replicas": {}, "f:updatedReplicas": {}}}));
+}
+
 #[test]
 fn managed_fields_of_a_scripted_sequence() {
     let kapi = Kapi::start().expect("start kapi");
