@@ -315,7 +315,23 @@ pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, wr
     let mut trial = entries.clone();
     let conflicts = transfer(&mut trial, &comparison, Some(&me));
     if !conflicts.is_empty() && !force {
-        return Err(conflict_error(&conflicts));
+        // kubectl's own applies may take over what its client-side applies set, as long as
+        // the live object still matches the last client-side configuration.
+        let allowed = (writer.manager == KUBECTL).then(|| allowed_from_last_applied(&live_obj, schema)).flatten();
+        let remaining: Vec<(Entry, FieldSet)> = conflicts
+            .into_iter()
+            .map(|(e, set)| {
+                let left = match &allowed {
+                    Some(a) => set.difference(a),
+                    None => set,
+                };
+                (e, left)
+            })
+            .filter(|(_, set)| !set.is_empty())
+            .collect();
+        if !remaining.is_empty() {
+            return Err(conflict_error(&remaining));
+        }
     }
     entries = trial;
     let unchanged = merged == live_obj;
@@ -332,7 +348,48 @@ pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, wr
         entries.push(me);
     }
     set_managed_fields_creating(&mut merged, entries);
+    if writer.manager == KUBECTL && last_applied(&live_obj).is_some() {
+        sync_last_applied(&mut merged, config);
+    }
     Ok(Applied { object: merged })
+}
+
+/// kubectl's server-side apply manager, the one kube lets upgrade client-side applies.
+const KUBECTL: &str = "kubectl";
+
+/// The annotation client-side `kubectl apply` keeps its last configuration in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+fn last_applied(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/annotations")?.get(LAST_APPLIED)?.as_str()
+}
+
+/// The fields of the last client-side configuration, if the live object still has the values
+/// it set (kube's lastAppliedManager).
+fn allowed_from_last_applied<S: TypeSchema>(live: &Value, schema: &S) -> Option<FieldSet> {
+    let last: Value = serde_json::from_str(last_applied(live)?).ok()?;
+    // The annotation is plain JSON (no typed zero values); the live object is typed.
+    let comparison = compare(Some(&last), Some(&with_typed_skeleton(live, schema)), schema);
+    comparison.modified.is_empty().then(|| to_field_set(&last, schema))
+}
+
+/// Keeps the client-side annotation in step with kubectl's server-side applies, so a later
+/// client-side apply computes its patch from what was really applied (kube's
+/// lastAppliedUpdater).
+fn sync_last_applied(obj: &mut Value, config: &Value) {
+    let mut applied = config.clone();
+    if let Some(annotations) = applied.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            if let Some(meta) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("annotations");
+            }
+        }
+    }
+    let text = applied.to_string();
+    if let Some(annotations) = obj.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.insert(LAST_APPLIED.into(), Value::String(text));
+    }
 }
 
 fn set_managed_fields_creating(obj: &mut Value, entries: Vec<Entry>) {

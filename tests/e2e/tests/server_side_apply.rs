@@ -138,6 +138,38 @@ fn apply_conflicts_force_and_removal_like_kube() {
     assert!(r.message().contains("force: Invalid value: true: may not be specified for non-apply patch"), "{}", r.body);
 }
 
+/// Moving from client-side to server-side apply: kubectl's apply manager may take fields that
+/// client-side apply set while the live object matches the last-applied annotation, which it
+/// keeps in step; any other manager conflicts.
+#[test]
+fn client_side_apply_upgrades_to_server_side() {
+    let kapi = Kapi::start().expect("start kapi");
+    let dir = tempfile::tempdir().expect("tempdir");
+    kapi.kubectl(&["create", "namespace", NS]).ok("create namespace");
+    let v1 = write(dir.path(), "v1.yaml", &config(2, "{app: web}", "nginx:1.25"));
+    kapi.kubectl(&["apply", "-f", &v1]).ok("client-side apply");
+    let path = format!("/apis/apps/v1/namespaces/{NS}/deployments/web");
+    let body = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","labels":{"app":"web"}},"spec":{"replicas":4,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"app","image":"nginx:1.25"}]}}}}"#;
+    let r = kapi.request(&Request::new("PATCH", &format!("{path}?fieldManager=other")).raw("application/apply-patch+yaml", body));
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.message().contains("conflict with \"kubectl-client-side-apply\""), "{}", r.body);
+    let r = kapi.request(&Request::new("PATCH", &format!("{path}?fieldManager=kubectl")).raw("application/apply-patch+yaml", body));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["spec"]["replicas"], json!(4));
+    let last: Value = serde_json::from_str(
+        r.body["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].as_str().expect("annotation"),
+    )
+    .expect("annotation JSON");
+    assert_eq!(last["spec"]["replicas"], json!(4), "last-applied follows the server-side apply");
+
+    // kubectl itself: a changed manifest applied server-side after client-side applies.
+    let v2 = write(dir.path(), "v2.yaml", &config(3, "{app: web}", "nginx:1.26"));
+    kapi.kubectl(&["apply", "--server-side", "-f", &v2]).ok("server-side apply after client-side");
+    let d = kapi.get_json(&path);
+    assert_eq!(d["spec"]["replicas"], json!(3));
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], json!("nginx:1.26"));
+}
+
 /// `kubectl create deployment` then a scale by apply, a label by another apply and a status
 /// write by a controller: each manager's FieldsV1 as kube-apiserver records them (the
 /// kubectl-create set includes every field defaulting added, as kube computes it on the
