@@ -12,5 +12,5 @@ pub mod schema;
 pub mod typed;
 
 pub use fieldpath::{FieldSet, Path, PathElement};
-pub use manager::{apply, decode, encode, track_update, Applied, Entry, Operation, Writer};
+pub use manager::{apply, decode, encode, track_update, Entry, Operation, Writer};
 pub use schema::{ListType, Shape, TypeSchema};

@@ -270,16 +270,10 @@ fn cap_update_entries(entries: &mut Vec<Entry>) {
     entries.push(ancient);
 }
 
-/// The result of a server-side apply.
-#[derive(Debug)]
-pub struct Applied {
-    /// The object to store (managedFields set).
-    pub object: Value,
-}
-
-/// Server-side apply of `config` by `writer` onto `live` (None: the object does not exist yet).
-/// Fails with kube's 409 listing the conflicting fields and their managers unless `force`.
-pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, writer: &Writer, force: bool) -> Result<Applied, ApiError> {
+/// Server-side apply of `config` by `writer` onto `live` (None: the object does not exist yet);
+/// returns the object to store, managedFields set. Fails with kube's 409 listing the
+/// conflicting fields and their managers unless `force`.
+pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, writer: &Writer, force: bool) -> Result<Value, ApiError> {
     if config.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
@@ -337,12 +331,8 @@ pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, wr
     let unchanged = merged == live_obj;
     let mut me = me;
     if unchanged {
-        // A no-op apply keeps the entry's time, so the object stays byte-identical.
-        if let Some(last) = &last {
-            if last.fields == me.fields {
-                me.time = last.time.clone();
-            }
-        }
+        // kube stamps the time only when the apply changed the object.
+        me.time = last.as_ref().and_then(|l| l.time.clone());
     }
     if !me.fields.is_empty() {
         entries.push(me);
@@ -351,7 +341,7 @@ pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, wr
     if writer.manager == KUBECTL && last_applied(&live_obj).is_some() {
         sync_last_applied(&mut merged, config);
     }
-    Ok(Applied { object: merged })
+    Ok(merged)
 }
 
 /// kubectl's server-side apply manager, the one kube lets upgrade client-side applies.

@@ -52,6 +52,17 @@ pub fn writer(spec: &ResourceSpec, manager: String, subresource: &str) -> Writer
     Writer { manager, api_version: spec.api_version(), subresource: subresource.to_owned(), reset, now: ktime::now_rfc3339() }
 }
 
+/// The tracker for a create, update or non-apply patch of `spec` (or its `subresource`) by the
+/// request's field manager.
+pub fn for_request(
+    spec: &'static ResourceSpec,
+    query: &Query,
+    user_agent: Option<&str>,
+    subresource: &str,
+) -> Result<Option<Box<Tracker>>, ApiError> {
+    Ok(tracker(spec, writer(spec, manager(query, user_agent)?, subresource)))
+}
+
 /// The managedFields tracker for writes of `spec` by `writer`; None for kinds without a typed
 /// schema (their managedFields are left as the client sent them).
 pub fn tracker(spec: &'static ResourceSpec, writer: Writer) -> Option<Box<Tracker>> {

@@ -45,8 +45,8 @@ const PATCH_TYPES: &[&str] = &[
 /// Patch media types for kinds without a typed schema: kube does not strategic-merge those.
 const UNTYPED_PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
 
-/// Checks the patch media type before anything is read, as kube's patch handler does; returns
-/// the strategic-merge schema when the patch is a strategic merge patch.
+/// Checks the patch media type before anything is read, as kube's patch handler does, and picks
+/// the schema the patch needs (strategic merge and apply only exist for typed kinds).
 fn patch_kind(content_type: Option<&str>, schema: Option<SchemaNode>, apply: Option<ApplyNode>) -> Result<PatchKind, ApiError> {
     let accepted = if schema.is_some() { PATCH_TYPES } else { UNTYPED_PATCH_TYPES };
     match content_essence(content_type).as_deref() {
@@ -191,14 +191,14 @@ async fn dispatch(
         "create" => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, ""));
+            let track = field_manager::for_request(spec, query, user_agent, "")?;
             let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?, track.as_deref()).await?;
             Ok(with_warnings(single(spec, &created, output, query, StatusCode::CREATED)?, &warnings))
         }
         "update" => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, ""));
+            let track = field_manager::for_request(spec, query, user_agent, "")?;
             let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, track.as_deref()).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
@@ -668,14 +668,14 @@ async fn server_side_apply(
         .update_with(strategy, ns, name, req.target, dry, None, |stored| {
             let current = conversion::from_storage(spec, stored.clone())?;
             let applied = kapi_fieldmanager::apply(Some(&current), &config, schema, writer, force)?;
-            conversion::to_storage(spec, applied.object)
+            conversion::to_storage(spec, applied)
         })
         .await;
     match result {
         Ok(obj) => Ok((obj, warnings, StatusCode::OK)),
         Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
             let applied = kapi_fieldmanager::apply(None, &config, schema, writer, force)?;
-            let obj = conversion::to_storage(spec, applied.object)?;
+            let obj = conversion::to_storage(spec, applied)?;
             let created = srv.rest.create(strategy, ns, obj, dry, None).await?;
             Ok((created, warnings, StatusCode::CREATED))
         }
@@ -777,7 +777,7 @@ async fn subresource(
         ("status", "update") => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, "status"));
+            let track = field_manager::for_request(spec, query, user_agent, "status")?;
             let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, track.as_deref()).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
@@ -795,7 +795,7 @@ async fn subresource(
             if scale.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
                 return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
             }
-            let scale_track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, "scale"));
+            let scale_track = field_manager::for_request(spec, query, user_agent, "scale")?;
             let updated = srv
                 .rest
                 .update_with(strategy, ns, name, WriteTarget::Main, dry, scale_track.as_deref(), |parent| apply_scale(parent, &scale))
@@ -808,7 +808,7 @@ async fn subresource(
                 return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES));
             };
             let kind = spec.kind;
-            let scale_track = field_manager::tracker(spec, field_manager::writer(spec, field_manager::manager(query, user_agent)?, "scale"));
+            let scale_track = field_manager::for_request(spec, query, user_agent, "scale")?;
             let updated = srv
                 .rest
                 .update_with(strategy, ns, name, WriteTarget::Main, dry, scale_track.as_deref(), |parent| {
