@@ -102,6 +102,13 @@ def message_type(module, ty):
     return resolve(module, ty)
 
 
+SUBRESOURCE_KINDS = [
+    ("authentication.k8s.io/v1", "TokenRequest", "api.authentication.v1.TokenRequest"),
+    ("autoscaling/v1", "Scale", "api.autoscaling.v1.Scale"),
+    ("policy/v1", "Eviction", "api.policy.v1.Eviction"),
+]
+
+
 def parse_pb(src):
     messages = {}   # full name -> [(tag, rust_name, label, type, map_key, msg)]
     resources = []  # (apiVersion, kind, message)
@@ -171,6 +178,9 @@ def main():
         "# labels: o optional, r repeated, m map, i inline (a Go embedded struct: fields flattened into the parent)",
     ]
     body = []
+    # Bodies of subresources that k8s-pb does not mark as resources but clients send as
+    # protobuf (client-go's typed CreateToken, UpdateScale, evictions).
+    resources = resources + [r for r in SUBRESOURCE_KINDS if r not in resources]
     for api_version, kind, msg in sorted(resources):
         body.append(f"R {api_version} {kind} {msg}")
         list_msg = msg + "List"

@@ -274,6 +274,20 @@ impl ApiError {
         Self::new(403, StatusReason::Forbidden, message)
     }
 
+    /// 403 about a resource, as kube's `NewForbidden`: `pods "x" is forbidden: <err>`,
+    /// `deployments.apps is forbidden: <err>` without a name, `forbidden: <err>` without a
+    /// resource; the details name the resource.
+    pub fn forbidden_for(gr: &GroupResource, name: &str, err: &str) -> Self {
+        let message = if gr.resource.is_empty() && gr.group.is_empty() {
+            format!("forbidden: {err}")
+        } else if name.is_empty() {
+            format!("{gr} is forbidden: {err}")
+        } else {
+            format!("{gr} \"{name}\" is forbidden: {err}")
+        };
+        Self { details: details_for(gr, name), ..Self::new(403, StatusReason::Forbidden, message) }
+    }
+
     /// 406 for an Accept header the server cannot satisfy.
     pub fn not_acceptable(accepted: &[&str]) -> Self {
         Self::new(

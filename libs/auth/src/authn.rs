@@ -2,14 +2,39 @@
 
 use crate::user::{UserInfo, ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS};
 
+/// How the client's certificate chain fared against one CA bundle. The server verifies each
+/// connection's chain once, against the client CA and the front-proxy CA, so that requests on a
+/// keep-alive connection pay nothing for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ChainVerdict {
+    /// The client sent no certificate (or this CA bundle is not configured).
+    #[default]
+    Absent,
+    /// The chain is valid now and issued by this CA bundle.
+    Verified,
+    /// The chain does not verify against this CA bundle; the reason goes to the log only.
+    Failed(String),
+}
+
 /// What an authenticator can look at. Borrowed, so that the request path pays no copies.
 #[derive(Clone, Copy, Debug)]
 pub struct AuthRequest<'a> {
-    /// The client certificate chain (DER, leaf first) that rustls already verified against the
-    /// client CA; `None` when the client sent no certificate.
+    /// The client certificate chain (DER, leaf first) as presented; rustls checked that the
+    /// client holds the leaf's key, the verdicts below say who issued it.
     pub peer_certificates: Option<&'a [Vec<u8>]>,
+    /// The chain against `--client-ca-file` (x509 authentication).
+    pub client_ca: &'a ChainVerdict,
+    /// The chain against `--requestheader-client-ca-file` (front-proxy authentication).
+    pub front_proxy_ca: &'a ChainVerdict,
     /// The request headers (bearer tokens, request-header auth).
     pub headers: &'a http::HeaderMap,
+}
+
+impl<'a> AuthRequest<'a> {
+    /// A request without a client certificate, carrying only headers.
+    pub fn headers_only(headers: &'a http::HeaderMap) -> Self {
+        AuthRequest { peer_certificates: None, client_ca: &ChainVerdict::Absent, front_proxy_ca: &ChainVerdict::Absent, headers }
+    }
 }
 
 /// The result of one authenticator, mirroring kube's `(response, ok, err)` triple.
@@ -76,6 +101,35 @@ impl Authenticator for UnionAuthenticator {
     }
 }
 
+/// kube's `union.NewFailOnError(authenticator, anonymous)` for `--anonymous-auth=true`: a
+/// request without credentials runs as `system:anonymous`; a request with bad credentials is
+/// still rejected (a wrong token is never silently anonymous).
+pub struct AnonymousFallback {
+    inner: Box<dyn Authenticator>,
+}
+
+impl AnonymousFallback {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn Authenticator>) -> Self {
+        AnonymousFallback { inner }
+    }
+}
+
+impl std::fmt::Debug for AnonymousFallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnonymousFallback")
+    }
+}
+
+impl Authenticator for AnonymousFallback {
+    fn authenticate(&self, req: &AuthRequest<'_>) -> AuthOutcome {
+        match self.inner.authenticate(req) {
+            AuthOutcome::NotApplicable => AuthOutcome::Authenticated(UserInfo::anonymous()),
+            decided => decided,
+        }
+    }
+}
+
 fn add_authenticated_group(mut user: UserInfo) -> UserInfo {
     if user.name == ANONYMOUS || user.groups.iter().any(|g| g == ALL_AUTHENTICATED || g == ALL_UNAUTHENTICATED) {
         return user;
@@ -97,7 +151,7 @@ mod tests {
 
     fn run(union: &UnionAuthenticator) -> AuthOutcome {
         let headers = http::HeaderMap::new();
-        union.authenticate(&AuthRequest { peer_certificates: None, headers: &headers })
+        union.authenticate(&AuthRequest::headers_only(&headers))
     }
 
     #[test]
@@ -131,6 +185,19 @@ mod tests {
         ]);
         let AuthOutcome::Authenticated(user) = run(&union) else { panic!("not authenticated") };
         assert_eq!(user.name, "carol");
+    }
+
+    #[test]
+    fn anonymous_only_without_credentials() {
+        let anon = AnonymousFallback::new(Box::new(UnionAuthenticator::new(vec![])));
+        assert_eq!(run_one(&anon), AuthOutcome::Authenticated(UserInfo::anonymous()));
+        let bad = AnonymousFallback::new(Box::new(Fixed(AuthOutcome::Rejected("invalid bearer token".into()))));
+        assert_eq!(run_one(&bad), AuthOutcome::Rejected("invalid bearer token".into()));
+    }
+
+    fn run_one(a: &dyn Authenticator) -> AuthOutcome {
+        let headers = http::HeaderMap::new();
+        a.authenticate(&AuthRequest::headers_only(&headers))
     }
 
     #[test]

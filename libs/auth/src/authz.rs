@@ -1,5 +1,5 @@
-//! The authorization seam: kube's `authorizer.Attributes`, `Decision` and the trivial
-//! authorizers used until RBAC lands.
+//! The authorization seam: kube's `authorizer.Attributes`, `Decision`, the trivial modes, the
+//! privileged-group bypass and the union of modes.
 
 use crate::user::UserInfo;
 
@@ -30,16 +30,32 @@ pub struct Attributes {
     pub path: String,
 }
 
-/// An authorizer's answer. `NoOpinion` lets the next authorizer of a union decide; a union that
-/// ends without an opinion forbids.
+/// An authorizer's answer with its reason (kube's `(decision, reason, err)`): SubjectAccessReview
+/// reports the reason, a 403 appends a denial's or a final no-opinion's reason to its message.
+/// `NoOpinion` lets the next authorizer of a union decide; a union that ends without an opinion
+/// forbids.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// The request may proceed.
-    Allow,
-    /// The request is forbidden; the reason is appended to the 403 message.
+    Allow(String),
+    /// The request is forbidden.
     Deny(String),
     /// This authorizer does not decide.
-    NoOpinion,
+    NoOpinion(String),
+}
+
+impl Decision {
+    /// Whether the request may proceed.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Decision::Allow(_))
+    }
+
+    /// The reason, whatever the decision.
+    pub fn reason(&self) -> &str {
+        match self {
+            Decision::Allow(r) | Decision::Deny(r) | Decision::NoOpinion(r) => r,
+        }
+    }
 }
 
 /// One way of authorizing requests; synchronous because decisions are made from in-memory
@@ -49,14 +65,14 @@ pub trait Authorizer: Send + Sync {
     fn authorize(&self, attrs: &Attributes) -> Decision;
 }
 
-/// Allows everything: kube's `--authorization-mode=AlwaysAllow`, what kapi runs with until
-/// RBAC lands (authentication still applies).
+/// Allows everything: kube's `--authorization-mode=AlwaysAllow` (authentication still
+/// applies).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AlwaysAllow;
 
 impl Authorizer for AlwaysAllow {
     fn authorize(&self, _attrs: &Attributes) -> Decision {
-        Decision::Allow
+        Decision::Allow(String::new())
     }
 }
 
@@ -70,8 +86,32 @@ impl Authorizer for AlwaysDeny {
     }
 }
 
+/// Allows members of the privileged groups (`system:masters`) everything, ahead of every
+/// configured mode, as kube-apiserver's authorizer chain always starts.
+#[derive(Clone, Debug)]
+pub struct PrivilegedGroups {
+    groups: Vec<String>,
+}
+
+impl PrivilegedGroups {
+    /// Members of any of `groups` are superusers.
+    pub fn new(groups: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        PrivilegedGroups { groups: groups.into_iter().map(Into::into).collect() }
+    }
+}
+
+impl Authorizer for PrivilegedGroups {
+    fn authorize(&self, attrs: &Attributes) -> Decision {
+        if self.groups.iter().any(|g| attrs.user.in_group(g)) {
+            Decision::Allow(String::new())
+        } else {
+            Decision::NoOpinion(String::new())
+        }
+    }
+}
+
 /// kube's union authorizer: authorizers are asked in order and the first `Allow` or `Deny`
-/// wins; when all have no opinion the union has none either.
+/// wins; when all have no opinion the union has none either, with their reasons joined.
 pub struct UnionAuthorizer {
     authorizers: Vec<Box<dyn Authorizer>>,
 }
@@ -91,11 +131,18 @@ impl std::fmt::Debug for UnionAuthorizer {
 
 impl Authorizer for UnionAuthorizer {
     fn authorize(&self, attrs: &Attributes) -> Decision {
-        self.authorizers
-            .iter()
-            .map(|a| a.authorize(attrs))
-            .find(|d| *d != Decision::NoOpinion)
-            .unwrap_or(Decision::NoOpinion)
+        let mut reasons = Vec::new();
+        for authorizer in &self.authorizers {
+            match authorizer.authorize(attrs) {
+                Decision::NoOpinion(reason) => {
+                    if !reason.is_empty() {
+                        reasons.push(reason);
+                    }
+                }
+                decided => return decided,
+            }
+        }
+        Decision::NoOpinion(reasons.join("\n"))
     }
 }
 
@@ -113,7 +160,7 @@ mod tests {
     #[test]
     fn trivial_authorizers() {
         let attrs = Attributes { verb: "get".into(), resource: "pods".into(), resource_request: true, ..Default::default() };
-        assert_eq!(AlwaysAllow.authorize(&attrs), Decision::Allow);
+        assert_eq!(AlwaysAllow.authorize(&attrs), Decision::Allow(String::new()));
         assert_eq!(AlwaysDeny.authorize(&attrs), Decision::Deny("Everything is forbidden.".into()));
     }
 
@@ -121,13 +168,22 @@ mod tests {
     fn union_takes_first_opinion() {
         let attrs = Attributes::default();
         let union = UnionAuthorizer::new(vec![
-            Box::new(Fixed(Decision::NoOpinion)),
+            Box::new(Fixed(Decision::NoOpinion(String::new()))),
             Box::new(Fixed(Decision::Deny("no".into()))),
-            Box::new(Fixed(Decision::Allow)),
+            Box::new(Fixed(Decision::Allow(String::new()))),
         ]);
         assert_eq!(union.authorize(&attrs), Decision::Deny("no".into()));
-        let union = UnionAuthorizer::new(vec![Box::new(Fixed(Decision::NoOpinion))]);
-        assert_eq!(union.authorize(&attrs), Decision::NoOpinion);
-        assert_eq!(UnionAuthorizer::new(vec![]).authorize(&attrs), Decision::NoOpinion);
+        let union = UnionAuthorizer::new(vec![Box::new(Fixed(Decision::NoOpinion("RBAC: x".into())))]);
+        assert_eq!(union.authorize(&attrs), Decision::NoOpinion("RBAC: x".into()));
+        assert_eq!(UnionAuthorizer::new(vec![]).authorize(&attrs), Decision::NoOpinion(String::new()));
+    }
+
+    #[test]
+    fn privileged_groups_allow_everything() {
+        let masters = PrivilegedGroups::new(["system:masters"]);
+        let mut attrs = Attributes { verb: "delete".into(), resource: "nodes".into(), resource_request: true, ..Default::default() };
+        assert!(!masters.authorize(&attrs).is_allowed());
+        attrs.user = UserInfo::new("root", ["system:masters"]);
+        assert!(masters.authorize(&attrs).is_allowed());
     }
 }

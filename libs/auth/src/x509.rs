@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-use crate::authn::{AuthOutcome, AuthRequest, Authenticator};
+use crate::authn::{AuthOutcome, AuthRequest, Authenticator, ChainVerdict};
 use crate::user::UserInfo;
 
 /// Why a certificate could not be read.
@@ -91,10 +91,10 @@ fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// Authenticates a client by its certificate: CN is the user name, O the groups. The chain was
-/// already verified by rustls against the client CA during the handshake, so this only maps the
-/// leaf to a user; a leaf without a CN is not a credential (kube ignores it rather than
-/// rejecting it).
+/// Authenticates a client by its certificate: CN is the user name, O the groups. The server
+/// verified the chain against the client CA once per connection ([`ChainVerdict`]); a chain
+/// from another CA is an error (401 unless another authenticator succeeds), and a leaf without
+/// a CN is not a credential (kube ignores it rather than rejecting it).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct X509Authenticator;
 
@@ -103,6 +103,11 @@ impl Authenticator for X509Authenticator {
         let Some(leaf) = req.peer_certificates.and_then(<[Vec<u8>]>::first) else {
             return AuthOutcome::NotApplicable;
         };
+        match req.client_ca {
+            ChainVerdict::Verified => {}
+            ChainVerdict::Absent => return AuthOutcome::NotApplicable,
+            ChainVerdict::Failed(reason) => return AuthOutcome::Rejected(format!("verifying certificate: {reason}")),
+        }
         match CertificateInfo::from_der(leaf) {
             Err(e) => AuthOutcome::Rejected(e.to_string()),
             Ok(info) if info.common_name.is_empty() => AuthOutcome::NotApplicable,
@@ -131,7 +136,21 @@ mod tests {
 
     fn authenticate(chain: Option<&[Vec<u8>]>) -> AuthOutcome {
         let headers = http::HeaderMap::new();
-        X509Authenticator.authenticate(&AuthRequest { peer_certificates: chain, headers: &headers })
+        X509Authenticator.authenticate(&AuthRequest {
+            peer_certificates: chain,
+            client_ca: &ChainVerdict::Verified,
+            front_proxy_ca: &ChainVerdict::Absent,
+            headers: &headers,
+        })
+    }
+
+    #[test]
+    fn a_chain_from_another_ca_is_rejected() {
+        let chain = vec![cert(Some("jane"), None)];
+        let headers = http::HeaderMap::new();
+        let failed = ChainVerdict::Failed("unknown issuer".into());
+        let req = AuthRequest { peer_certificates: Some(&chain), client_ca: &failed, front_proxy_ca: &ChainVerdict::Absent, headers: &headers };
+        assert!(matches!(X509Authenticator.authenticate(&req), AuthOutcome::Rejected(m) if m.contains("unknown issuer")));
     }
 
     #[test]

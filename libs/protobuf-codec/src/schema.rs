@@ -66,6 +66,9 @@ impl Special {
             "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrArray" => Special::SchemaOrArray,
             "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrBool" => Special::SchemaOrBool,
             "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrStringArray" => Special::SchemaOrStringArray,
+            // The user-info extras (authentication, authorization, certificates): Go `[]string`
+            // types whose protobuf form wraps the list, exactly like Verbs.
+            n if n.ends_with(".ExtraValue") => Special::Verbs,
             _ => return None,
         })
     }

@@ -235,3 +235,18 @@ fn generated_schema_is_fresh() {
         .expect("python3 runs the schema generator");
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn user_extras_are_lists_in_json_and_wrapped_lists_on_the_wire() {
+    let review = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+        "metadata": {"creationTimestamp": "2026-11-23T05:00:00Z"},
+        "status": {"userInfo": {"username": "system:serviceaccount:default:robot", "uid": "u1",
+            "groups": ["system:serviceaccounts"],
+            "extra": {"authentication.kubernetes.io/pod-name": ["web"], "scopes": ["a", "b"]}}}
+    });
+    let bytes = round_trip(review);
+    let decoded = k8s_pb::api::authentication::v1::SelfSubjectReview::decode(&raw(&bytes)[..]).expect("prost decodes it");
+    let extra = decoded.status.and_then(|s| s.user_info).map(|u| u.extra).unwrap_or_default();
+    assert_eq!(extra["scopes"].items, vec!["a".to_owned(), "b".to_owned()]);
+}

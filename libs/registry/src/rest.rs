@@ -30,6 +30,27 @@ const CACHE_WAIT: Duration = Duration::from_secs(3);
 /// object about to be stored, after defaulting and validation.
 pub type Tracker = dyn Fn(Option<&Value>, &mut Value) + Send + Sync;
 
+/// Validating admission (kube's `admission.ValidationInterface`): sees the stored object (none
+/// on create) and the final one just before it is written; an error rejects the write and
+/// nothing is stored. RBAC's escalation checks plug in here.
+pub type Admit = dyn Fn(Option<&Value>, &Value) -> Result<()> + Send + Sync;
+
+/// What a write runs besides the strategy: the managedFields tracker and admission.
+#[derive(Clone, Copy, Default)]
+pub struct WriteHooks<'a> {
+    /// Records managedFields.
+    pub track: Option<&'a Tracker>,
+    /// Validating admission.
+    pub admit: Option<&'a Admit>,
+}
+
+impl<'a> WriteHooks<'a> {
+    /// Hooks of a write that only tracks managedFields.
+    pub fn tracking(track: Option<&'a Tracker>) -> Self {
+        WriteHooks { track, admit: None }
+    }
+}
+
 /// How often a patch or unconditional update retries after losing a race to another writer.
 const MAX_UPDATE_RETRIES: usize = 8;
 /// kube's `utilrand` alphabet for generateName suffixes (no vowels, no confusable digits).
@@ -457,7 +478,7 @@ impl RestStore {
         namespace: Option<&str>,
         mut obj: Value,
         dry_run: bool,
-        track: Option<&Tracker>,
+        hooks: WriteHooks<'_>,
     ) -> Result<Value> {
         let spec = strategy.spec();
         Self::check_type_and_namespace(spec, &mut obj, namespace)?;
@@ -496,8 +517,11 @@ impl RestStore {
         if spec.namespaced {
             self.check_namespace(spec, namespace.unwrap_or_default(), true).await?;
         }
-        if let Some(track) = track {
+        if let Some(track) = hooks.track {
             track(None, &mut obj);
+        }
+        if let Some(admit) = hooks.admit {
+            admit(None, &obj)?;
         }
         if spec.group.is_empty() && spec.resource == "services" {
             self.allocate_cluster_ip(&mut obj).await?;
@@ -566,7 +590,7 @@ impl RestStore {
         obj: Value,
         target: WriteTarget,
         dry_run: bool,
-        track: Option<&Tracker>,
+        hooks: WriteHooks<'_>,
     ) -> Result<Value> {
         let spec = strategy.spec();
         let mut body = obj;
@@ -580,7 +604,7 @@ impl RestStore {
             }
             None => return Err(ApiError::bad_request("name is required")),
         }
-        self.update_with(strategy, namespace, name, target, dry_run, track, |_current| Ok(body.clone())).await
+        self.update_with(strategy, namespace, name, target, dry_run, hooks, |_current| Ok(body.clone())).await
     }
 
     /// The read-modify-write loop shared by update and patch (kube's GuaranteedUpdate).
@@ -594,7 +618,7 @@ impl RestStore {
         name: &str,
         target: WriteTarget,
         dry_run: bool,
-        track: Option<&Tracker>,
+        hooks: WriteHooks<'_>,
         mut mutate: impl FnMut(&Value) -> Result<Value> + Send,
     ) -> Result<Value> {
         let spec = strategy.spec();
@@ -648,13 +672,16 @@ impl RestStore {
             if !causes.is_empty() {
                 return Err(ApiError::invalid(spec.group, spec.kind, name, causes));
             }
-            if let Some(track) = track {
+            if let Some(track) = hooks.track {
                 track(Some(&old), &mut new);
             }
             set_resource_version(&mut new, kv.mod_revision);
             if new == old {
                 // kube skips no-op writes: the object and its resourceVersion stay as they are.
                 return Ok(old);
+            }
+            if let Some(admit) = hooks.admit {
+                admit(Some(&old), &new)?;
             }
             // Removing the last finalizer of an object being deleted completes the deletion.
             if meta_str(&new, "deletionTimestamp").is_some() && finalizers(&new).is_empty() {

@@ -3,7 +3,7 @@
 
 use kapi_apimachinery::ApiError;
 use kapi_registry::catalog;
-use kapi_registry::rest::RestStore;
+use kapi_registry::rest::{RestStore, WriteHooks};
 use kapi_registry::strategy::CatalogStrategy;
 use serde_json::json;
 
@@ -14,7 +14,7 @@ async fn ensure(rest: &RestStore, group: &str, resource: &str, ns: Option<&str>,
     let spec = catalog::find(group, "v1", resource).ok_or_else(|| ApiError::internal(format!("{resource} missing from catalog")))?;
     // kube-apiserver records its own writes under its name.
     let track = crate::field_manager::tracker(spec, crate::field_manager::writer(spec, "kube-apiserver".into(), ""));
-    match rest.create(&CatalogStrategy(spec), ns, obj, false, track.as_deref()).await {
+    match rest.create(&CatalogStrategy(spec), ns, obj, false, WriteHooks::tracking(track.as_deref())).await {
         Ok(_) => Ok(()),
         Err(e) if e.code == 409 => Ok(()),
         Err(e) => Err(e),

@@ -8,7 +8,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kapi_auth::{AlwaysAllow, Authenticator, UnionAuthenticator, X509Authenticator};
+use kapi_auth::rbac::RbacAuthorizer;
+use kapi_auth::serviceaccount::{
+    generate_signing_key_pem, load_verification_keys, OpenIdMetadata, ServiceAccountTokenAuthenticator, SigningKey, TokenIssuer,
+    VerificationKey,
+};
+use kapi_auth::token::AudienceAgnostic;
+use kapi_auth::{BearerTokenAuthenticator, RequestHeaderAuthenticator, RequestHeaderConfig, TokenAuthenticator, TokenFileAuthenticator, TokenUnion};
+use kapi_auth::{
+    AlwaysAllow, AlwaysDeny, AnonymousFallback, Authenticator, Authorizer, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
+    X509Authenticator,
+};
 use kapi_registry::catalog::{self, Serving};
 use kapi_registry::rest::RestStore;
 use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
@@ -16,6 +26,8 @@ use kapi_storage::DynStore;
 use kapi_watch::{CacheConfig, CacheSet};
 
 use crate::metrics::Metrics;
+use crate::service_accounts::{CachedObjects, ServiceAccounts};
+pub use crate::state::AuthorizationMode;
 use crate::state::{ApiServer, Lifecycle, ServingOptions};
 use crate::{bootstrap, pki, serve, tls};
 
@@ -50,7 +62,33 @@ pub struct Options {
     pub max_requests_inflight: usize,
     /// `--max-mutating-requests-inflight`: concurrent mutating requests (0: unlimited).
     pub max_mutating_requests_inflight: usize,
+    /// `--authorization-mode`, asked in order after the privileged groups.
+    pub authorization_modes: Vec<AuthorizationMode>,
+    /// `--anonymous-auth`: requests without credentials run as `system:anonymous`.
+    pub anonymous_auth: bool,
+    /// `--token-auth-file`: static bearer tokens (kube's CSV format).
+    pub token_auth_file: Option<PathBuf>,
+    /// `--service-account-issuer`: the first issues tokens, all are accepted.
+    pub service_account_issuers: Vec<String>,
+    /// `--service-account-key-file`: extra verification keys (rotation).
+    pub service_account_key_files: Vec<PathBuf>,
+    /// `--service-account-signing-key-file`; `<data-dir>/pki/sa.key` is generated when absent.
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// `--api-audiences`; the issuers when empty.
+    pub api_audiences: Vec<String>,
+    /// `--service-account-max-token-expiration` (zero: no bound beyond kube's 2^32 s).
+    pub service_account_max_token_expiration: Duration,
+    /// `--requestheader-client-ca-file`: front proxies' CA; request-header auth is off without it.
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// The other `--requestheader-*` flags.
+    pub requestheader: RequestHeaderConfig,
 }
+
+/// The default `--service-account-issuer` (kubeadm's).
+pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The `--requestheader-*` flags other than the CA.
+pub use kapi_auth::RequestHeaderConfig as RequestHeaderOptions;
 
 impl Default for Options {
     fn default() -> Self {
@@ -69,6 +107,16 @@ impl Default for Options {
             watch_cache_size: 4096,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            authorization_modes: vec![AuthorizationMode::Rbac],
+            anonymous_auth: true,
+            token_auth_file: None,
+            service_account_issuers: vec![DEFAULT_ISSUER.to_owned()],
+            service_account_key_files: Vec::new(),
+            service_account_signing_key_file: None,
+            api_audiences: Vec::new(),
+            service_account_max_token_expiration: Duration::ZERO,
+            requestheader_client_ca_file: None,
+            requestheader: RequestHeaderConfig::default(),
         }
     }
 }
@@ -99,6 +147,12 @@ pub enum StartError {
     /// Bootstrap objects could not be created.
     #[error("bootstrap: {0}")]
     Bootstrap(kapi_apimachinery::ApiError),
+    /// The RBAC index could not be loaded.
+    #[error("RBAC: {0}")]
+    Rbac(#[from] crate::rbac_sync::SyncError),
+    /// Flags that contradict each other or name something missing.
+    #[error("{0}")]
+    Config(String),
 }
 
 fn read(path: &PathBuf, what: &str) -> Result<String, StartError> {
@@ -118,8 +172,54 @@ fn cached_prefixes() -> Vec<String> {
 struct Prepared {
     pki: pki::Pki,
     tls_config: Arc<rustls::ServerConfig>,
-    client_chains: tls::ClientChainVerifier,
+    client_chains: serve::ChainVerifiers,
     store: DynStore,
+    credentials: Credentials,
+}
+
+/// Key and token material read at start.
+struct Credentials {
+    signing_key: SigningKey,
+    verification_keys: Vec<VerificationKey>,
+    token_file: Option<TokenFileAuthenticator>,
+}
+
+fn config_error(what: &str, e: impl std::fmt::Display) -> StartError {
+    StartError::Config(format!("{what}: {e}"))
+}
+
+/// Loads (or, in the embedded default, generates) the service-account keys and the token file.
+fn load_credentials(opts: &Options) -> Result<Credentials, StartError> {
+    let signing_path = match &opts.service_account_signing_key_file {
+        Some(p) => p.clone(),
+        None => {
+            let path = opts.data_dir.join("pki").join("sa.key");
+            if !path.exists() {
+                let pem = generate_signing_key_pem().map_err(|e| config_error("generating the service-account key", e))?;
+                pki::create_private_if_absent(&path, pem.as_bytes())?;
+            }
+            path
+        }
+    };
+    let signing_key = SigningKey::load(&signing_path).map_err(|e| config_error("--service-account-signing-key-file", e))?;
+    let mut verification_keys = vec![signing_key.verification_key().clone()];
+    for path in &opts.service_account_key_files {
+        for key in load_verification_keys(path).map_err(|e| config_error("--service-account-key-file", e))? {
+            if !verification_keys.iter().any(|k| k.kid() == key.kid()) {
+                verification_keys.push(key);
+            }
+        }
+    }
+    let token_file = match &opts.token_auth_file {
+        Some(p) => Some(TokenFileAuthenticator::load(p).map_err(|e| config_error("--token-auth-file", e))?),
+        None => None,
+    };
+    if let Some(tf) = &token_file {
+        for w in tf.warnings() {
+            tracing::warn!("--token-auth-file: {w}");
+        }
+    }
+    Ok(Credentials { signing_key, verification_keys, token_file })
 }
 
 /// The blocking part of start-up (file IO, key generation, opening SQLite), run off the async
@@ -140,8 +240,18 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         Some(p) => read(p, "--client-ca-file")?,
         None => pki.ca_cert_pem.clone(),
     };
-    let tls_config = tls::server_config(&cert_pem, &key_pem, Some(&client_ca))?;
-    let client_chains = tls::ClientChainVerifier::new(&client_ca)?;
+    let front_proxy_ca = match &opts.requestheader_client_ca_file {
+        Some(p) => Some(read(p, "--requestheader-client-ca-file")?),
+        None => None,
+    };
+    // The TLS layer asks for certificates of either CA (clients pick theirs by the hints).
+    let all_cas = format!("{client_ca}\n{}", front_proxy_ca.as_deref().unwrap_or(""));
+    let tls_config = tls::server_config(&cert_pem, &key_pem, Some(&all_cas))?;
+    let client_chains = serve::ChainVerifiers {
+        client: Some(tls::ClientChainVerifier::new(&client_ca)?),
+        front_proxy: front_proxy_ca.as_deref().map(tls::ClientChainVerifier::new).transpose()?,
+    };
+    let credentials = load_credentials(opts)?;
 
     // Compact at least as often as the window is long, so a short window (tests, small
     // deployments) really bounds the log; never more than once a second.
@@ -152,7 +262,7 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         ..defaults
     };
     let store: DynStore = SqliteStore::open(&opts.data_dir.join("kapi.db"), sqlite_config)?;
-    Ok(Prepared { pki, tls_config, client_chains, store })
+    Ok(Prepared { pki, tls_config, client_chains, store, credentials })
 }
 
 /// Runs blocking start-up work on the blocking pool.
@@ -165,7 +275,7 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, StartError
 /// Starts kapi and serves until SIGTERM or SIGINT.
 pub async fn run(opts: Options) -> Result<(), StartError> {
     tls::install_crypto_provider();
-    let Prepared { pki, tls_config, client_chains, store } = {
+    let Prepared { pki, tls_config, client_chains, store, credentials } = {
         let opts = opts.clone();
         blocking(move || prepare(&opts)).await?
     };
@@ -197,12 +307,48 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         .map_err(|e| StartError::Io { context: "building the OpenAPI documents".into(), source: std::io::Error::other(e.to_string()) })?;
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "OpenAPI documents built");
 
-    let authenticator: Arc<dyn Authenticator> = Arc::new(UnionAuthenticator::new(vec![Box::new(X509Authenticator)]));
+    let api_audiences = if opts.api_audiences.is_empty() { opts.service_account_issuers.clone() } else { opts.api_audiences.clone() };
+    let Some(issuer) = opts.service_account_issuers.first().cloned() else {
+        return Err(StartError::Config("--service-account-issuer must be given".into()));
+    };
+    let mut tokens = TokenUnion::new(Vec::new());
+    if let Some(tf) = credentials.token_file {
+        tokens.push(Box::new(AudienceAgnostic::new(api_audiences.clone(), tf)));
+    }
+    tokens.push(Box::new(ServiceAccountTokenAuthenticator::new(
+        opts.service_account_issuers.clone(),
+        credentials.verification_keys.clone(),
+        api_audiences.clone(),
+        Arc::new(CachedObjects::new(caches.clone())),
+    )));
+    let tokens: Arc<dyn TokenAuthenticator> = Arc::new(tokens);
+    let metadata = match OpenIdMetadata::new(&issuer, None, Some(&client_addr), &credentials.verification_keys) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!("not serving the service-account issuer discovery documents: {e}");
+            None
+        }
+    };
+    let service_accounts = Arc::new(ServiceAccounts {
+        issuer: TokenIssuer::new(issuer, credentials.signing_key),
+        api_audiences: api_audiences.clone(),
+        tokens: tokens.clone(),
+        metadata,
+        max_expiration: opts.service_account_max_token_expiration.as_secs() as i64,
+    });
+    let authenticator = authenticator(&opts, tokens, api_audiences)?;
+    let (authorizer, rbac) = authorizer(&opts.authorization_modes)?;
+    if let Some(rbac) = &rbac {
+        crate::rbac_sync::start(caches.clone(), rest.clone(), rbac.clone()).await?;
+    }
     let srv = Arc::new(ApiServer {
         rest: rest.clone(),
         metrics: Metrics::new(),
         authenticator,
-        authorizer: Arc::new(AlwaysAllow),
+        authorizer,
+        authorization_modes: opts.authorization_modes.clone(),
+        rbac,
+        service_accounts: Some(service_accounts),
         options: ServingOptions {
             request_timeout: opts.request_timeout,
             min_request_timeout: opts.min_request_timeout,
@@ -216,6 +362,8 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     });
 
     bootstrap::run(&rest, local.port()).await.map_err(StartError::Bootstrap)?;
+    let policy = kapi_auth::rbac::bootstrap_policy().map_err(|e| StartError::Config(format!("bootstrap RBAC policy: {e}")))?;
+    crate::rbac_bootstrap::run(&rest, &policy).await.map_err(StartError::Bootstrap)?;
     srv.lifecycle.set_ready();
     tracing::info!("Serving securely on {local}");
     // The ready line scripts wait for. A closed stdout (the reader went away) must not take the
@@ -241,9 +389,42 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     // Draining waits for requests (bounded by the request timeout) and for watches to end
     // within their termination grace period.
     let drain = opts.request_timeout.max(opts.watch_termination_grace + Duration::from_secs(1));
-    serve::serve(srv.clone(), listener, tls_config, Some(client_chains), shutdown, drain).await;
+    serve::serve(srv.clone(), listener, tls_config, client_chains, shutdown, drain).await;
     caches.shutdown();
     Ok(())
+}
+
+/// kube's authenticator chain: request-header, x509, bearer tokens; then anonymous when enabled.
+fn authenticator(opts: &Options, tokens: Arc<dyn TokenAuthenticator>, api_audiences: Vec<String>) -> Result<Arc<dyn Authenticator>, StartError> {
+    let mut chain: Vec<Box<dyn Authenticator>> = Vec::new();
+    if opts.requestheader_client_ca_file.is_some() {
+        let rh = RequestHeaderAuthenticator::new(&opts.requestheader).map_err(|e| config_error("--requestheader-*", e))?;
+        chain.push(Box::new(rh));
+    }
+    chain.push(Box::new(X509Authenticator));
+    chain.push(Box::new(BearerTokenAuthenticator::new(tokens, api_audiences)));
+    let union: Box<dyn Authenticator> = Box::new(UnionAuthenticator::new(chain));
+    Ok(if opts.anonymous_auth { Arc::new(AnonymousFallback::new(union)) } else { Arc::from(union) })
+}
+
+/// kube's authorizer chain: `system:masters` first, then each `--authorization-mode` in order.
+fn authorizer(modes: &[AuthorizationMode]) -> Result<(Arc<dyn Authorizer>, Option<RbacAuthorizer>), StartError> {
+    if modes.is_empty() {
+        return Err(StartError::Config("at least one --authorization-mode must be given".into()));
+    }
+    let mut rbac = None;
+    let mut chain: Vec<Box<dyn Authorizer>> = vec![Box::new(PrivilegedGroups::new([kapi_auth::user::SYSTEM_MASTERS]))];
+    for mode in modes {
+        match mode {
+            AuthorizationMode::AlwaysAllow => chain.push(Box::new(AlwaysAllow)),
+            AuthorizationMode::AlwaysDeny => chain.push(Box::new(AlwaysDeny)),
+            AuthorizationMode::Rbac => {
+                let authz = rbac.get_or_insert_with(RbacAuthorizer::new).clone();
+                chain.push(Box::new(authz));
+            }
+        }
+    }
+    Ok((Arc::new(UnionAuthorizer::new(chain)), rbac))
 }
 
 async fn wait_for_signal() {

@@ -11,7 +11,9 @@ use kapi_apimachinery::ApiError;
 use tower::Service;
 
 use crate::filters::ResponseFuture;
-use crate::handlers::{discovery, resource, system};
+use crate::handlers::{discovery, resource, system, Caller};
+use kapi_auth::serviceaccount::{CACHE_CONTROL, JWKS_CONTENT_TYPE, JWKS_PATH, OPENID_CONFIG_PATH};
+use kapi_auth::UserInfo;
 use crate::negotiation::{negotiate, Negotiable, Output, Shape};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
@@ -60,7 +62,9 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
     let content_type = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     if info.is_resource_request && !info.parts.is_empty() {
         let user_agent = parts.headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
-        return resource::handle(srv, info, &query, accept, content_type, user_agent, body).await;
+        let anonymous = UserInfo::default();
+        let user = parts.extensions.get::<UserInfo>().unwrap_or(&anonymous);
+        return resource::handle(srv, info, &query, accept, content_type, &Caller { user, user_agent }, body).await;
     }
     let is_get = matches!(parts.method, Method::GET | Method::HEAD);
     let discovery_doc = |doc: Option<serde_json::Value>, aggregated: Option<serde_json::Value>| -> Response<Body> {
@@ -88,10 +92,30 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         p if p.starts_with("/openapi/") => crate::handlers::openapi::handle(&srv.openapi, p, &query, accept)
             .unwrap_or_else(|| response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8")),
         "/version" => response::object(StatusCode::OK, &system::version(), Output::JSON),
+        OPENID_CONFIG_PATH | JWKS_PATH => oidc_document(srv, path, is_get),
         "/metrics" => response::text(StatusCode::OK, srv.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"),
         p if p == "/healthz" || p == "/livez" || p == "/readyz" || p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
             system::health(srv, p, &query).await
         }
         _ => response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8"),
     }
+}
+
+/// The service-account issuer's discovery documents (kube's `/.well-known/openid-configuration`
+/// and `/openid/v1/jwks`), cacheable for an hour; 404 when the issuer is not an https URL.
+fn oidc_document(srv: &ApiServer, path: &str, is_get: bool) -> Response<Body> {
+    let Some(metadata) = srv.service_accounts.as_ref().and_then(|s| s.metadata.as_ref()) else {
+        return response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8");
+    };
+    if !is_get {
+        return response::error(&ApiError::new(405, kapi_apimachinery::StatusReason::MethodNotAllowed, "the server does not allow this method on the requested resource"), Output::JSON);
+    }
+    let (doc, content_type) = if path == JWKS_PATH {
+        (metadata.jwks(), JWKS_CONTENT_TYPE)
+    } else {
+        (metadata.configuration(), "application/json")
+    };
+    let mut resp = response::text(StatusCode::OK, doc.to_string(), content_type);
+    resp.headers_mut().insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static(CACHE_CONTROL));
+    resp
 }

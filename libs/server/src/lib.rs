@@ -15,12 +15,15 @@ pub mod metrics;
 pub mod negotiation;
 pub mod pki;
 pub mod query;
+pub mod rbac_bootstrap;
+pub mod rbac_sync;
 pub mod request_info;
 pub mod response;
 pub mod serve;
+pub mod service_accounts;
 pub mod state;
 pub mod tls;
 pub mod transform;
 pub mod watch_stream;
 
-pub use config::{run, Options, StartError};
+pub use config::{run, AuthorizationMode, Options, StartError};

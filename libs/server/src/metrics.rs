@@ -19,6 +19,11 @@ pub struct Metrics {
     pub long_running: IntGaugeVec,
     /// `apiserver_current_inflight_requests`.
     pub inflight: IntGaugeVec,
+    /// `authentication_attempts{result}`: success, failure (no credentials accepted), error
+    /// (credentials rejected).
+    pub authentication_attempts: IntCounterVec,
+    /// `apiserver_authorization_decisions_total{decision}`: allowed or denied.
+    pub authorization_decisions: IntCounterVec,
 }
 
 /// The labels of one request, as kube-apiserver's `MonitorRequest` fills them.
@@ -70,10 +75,24 @@ impl Metrics {
             &["request_kind"],
         )
         .expect("metric definition");
-        for c in [Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>, Box::new(duration.clone()), Box::new(long_running.clone()), Box::new(inflight.clone())] {
+        let authentication_attempts =
+            IntCounterVec::new(Opts::new("authentication_attempts", "Counter of authenticated attempts."), &["result"]).expect("metric definition");
+        let authorization_decisions = IntCounterVec::new(
+            Opts::new("apiserver_authorization_decisions_total", "Total number of terminal decisions made by an authorizer split by authorizer type, name, and decision."),
+            &["decision"],
+        )
+        .expect("metric definition");
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(duration.clone()),
+            Box::new(long_running.clone()),
+            Box::new(inflight.clone()),
+            Box::new(authentication_attempts.clone()),
+            Box::new(authorization_decisions.clone()),
+        ] {
             registry.register(c).expect("unique metric names");
         }
-        Self { registry, requests, duration, long_running, inflight }
+        Self { registry, requests, duration, long_running, inflight, authentication_attempts, authorization_decisions }
     }
 
     /// Records one finished request.

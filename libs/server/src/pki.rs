@@ -467,6 +467,15 @@ fn write_temp(path: &Path, bytes: &[u8], mode: u32) -> Result<PathBuf, PkiError>
 
 /// Creates `path` with `bytes` unless it exists; returns whether this call created it. Readers
 /// never see a partial file: the name appears only once the content is complete.
+/// Writes a private file (mode 0600) unless it exists; false when another process (a replica
+/// sharing the data dir) created it first, whose content then stands.
+pub fn create_private_if_absent(path: &Path, bytes: &[u8]) -> Result<bool, PkiError> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|source| PkiError::Io { path: dir.to_path_buf(), source })?;
+    }
+    create_if_absent(path, bytes, 0o600)
+}
+
 fn create_if_absent(path: &Path, bytes: &[u8], mode: u32) -> Result<bool, PkiError> {
     let tmp = write_temp(path, bytes, mode)?;
     let linked = fs::hard_link(&tmp, path);

@@ -15,7 +15,31 @@ use tower::ServiceExt;
 
 use crate::filters::{self, ConnInfo};
 use crate::tls::ClientChainVerifier;
+use kapi_auth::ChainVerdict;
 use crate::state::ApiServer;
+
+/// The CA bundles client certificate chains are judged against, once per connection.
+#[derive(Clone, Debug, Default)]
+pub struct ChainVerifiers {
+    /// `--client-ca-file`.
+    pub client: Option<ClientChainVerifier>,
+    /// `--requestheader-client-ca-file`.
+    pub front_proxy: Option<ClientChainVerifier>,
+}
+
+impl ChainVerifiers {
+    fn judge(&self, presented: Option<Vec<Vec<u8>>>) -> ConnInfo {
+        let Some(chain) = presented else { return ConnInfo::default() };
+        let verdict = |verifier: &Option<ClientChainVerifier>| match verifier {
+            None => ChainVerdict::Absent,
+            Some(v) => match v.verify(&chain) {
+                Ok(()) => ChainVerdict::Verified,
+                Err(reason) => ChainVerdict::Failed(reason),
+            },
+        };
+        ConnInfo { client_ca: verdict(&self.client), front_proxy_ca: verdict(&self.front_proxy), peer_certificates: Some(chain) }
+    }
+}
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,7 +51,7 @@ pub async fn serve(
     srv: Arc<ApiServer>,
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
-    client_chains: Option<ClientChainVerifier>,
+    verifiers: ChainVerifiers,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
@@ -52,7 +76,7 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let chain = chain.clone();
         let builder = builder.clone();
-        let client_chains = client_chains.clone();
+        let verifiers = verifiers.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -72,17 +96,9 @@ pub async fn serve(
                 .peer_certificates()
                 .map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
             // The handshake proved key possession; the chain is judged here, once per
-            // connection, so a certificate from another CA is a 401 rather than a reset.
-            let conn_info = match (presented, &client_chains) {
-                (Some(chain), Some(verifier)) => match verifier.verify(&chain) {
-                    Ok(()) => ConnInfo { peer_certificates: Some(chain), rejected_certificate: None },
-                    Err(reason) => {
-                        tracing::debug!(%peer, "client certificate rejected: {reason}");
-                        ConnInfo { peer_certificates: None, rejected_certificate: Some(reason) }
-                    }
-                },
-                _ => ConnInfo::default(),
-            };
+            // connection, against each CA bundle, so a certificate from another CA is a 401
+            // rather than a reset.
+            let conn_info = verifiers.judge(presented);
             let conn_info = Arc::new(conn_info);
             let service = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(conn_info.clone());

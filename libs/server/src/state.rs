@@ -96,6 +96,31 @@ impl Default for Lifecycle {
     }
 }
 
+/// One `--authorization-mode` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// `AlwaysAllow`.
+    AlwaysAllow,
+    /// `AlwaysDeny`.
+    AlwaysDeny,
+    /// `RBAC`.
+    Rbac,
+}
+
+impl std::str::FromStr for AuthorizationMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "AlwaysAllow" => Ok(Self::AlwaysAllow),
+            "AlwaysDeny" => Ok(Self::AlwaysDeny),
+            "RBAC" => Ok(Self::Rbac),
+            "Node" | "ABAC" | "Webhook" => Err(format!("authorization mode {s:?} is not supported by kapi")),
+            other => Err(format!("unknown authorization mode {other:?}")),
+        }
+    }
+}
+
 /// Everything a request needs, shared by all connections.
 pub struct ApiServer {
     /// The generic REST store over storage and watch caches.
@@ -104,8 +129,14 @@ pub struct ApiServer {
     pub metrics: Metrics,
     /// Who is calling.
     pub authenticator: Arc<dyn Authenticator>,
-    /// May they.
+    /// May they: privileged groups, then `--authorization-mode` in order.
     pub authorizer: Arc<dyn Authorizer>,
+    /// `--authorization-mode`, for SelfSubjectRulesReview.
+    pub authorization_modes: Vec<AuthorizationMode>,
+    /// The RBAC authorizer when RBAC is a mode (escalation checks and rule listing read it).
+    pub rbac: Option<kapi_auth::rbac::RbacAuthorizer>,
+    /// Service-account token issuing and review.
+    pub service_accounts: Option<Arc<crate::service_accounts::ServiceAccounts>>,
     /// Serving options.
     pub options: ServingOptions,
     /// Readiness and shutdown.

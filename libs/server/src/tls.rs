@@ -275,7 +275,10 @@ mod tests {
 
         let headers = http::HeaderMap::new();
         let union = UnionAuthenticator::new(vec![Box::new(X509Authenticator)]);
-        let outcome = union.authenticate(&AuthRequest { peer_certificates: Some(&chain), headers: &headers });
+        let verified = kapi_auth::ChainVerdict::Verified;
+        let absent = kapi_auth::ChainVerdict::Absent;
+        let req = AuthRequest { peer_certificates: Some(&chain), client_ca: &verified, front_proxy_ca: &absent, headers: &headers };
+        let outcome = union.authenticate(&req);
         let AuthOutcome::Authenticated(user) = outcome else { panic!("not authenticated: {outcome:?}") };
         assert_eq!(user.name, "jane");
         assert_eq!(user.groups, vec!["dev", "ops", "system:authenticated"]);

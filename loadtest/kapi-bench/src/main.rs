@@ -5,6 +5,7 @@
 //! `kapi-bench --kapi-bin target/release/kapi --out docs/perf-run.md`; `--quick` uses tiny
 //! counts so a test can check the tool end to end.
 
+mod authz;
 mod client;
 mod stats;
 
@@ -273,16 +274,22 @@ async fn baseline_http(plan: &Plan, pki_dir: &Path) -> Result<Samples, String> {
 struct Kapi {
     child: Child,
     target: Target,
+    data: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Kapi {
     fn start(bin: &Path) -> Result<Kapi, String> {
+        Self::start_with(bin, &[])
+    }
+
+    fn start_with(bin: &Path, args: &[&str]) -> Result<Kapi, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let data = dir.path().join("data");
         let mut child = Command::new(bin)
             .args(["--secure-port", "0", "--log-level", "warn", "--data-dir"])
             .arg(&data)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -311,8 +318,27 @@ impl Kapi {
         Ok(Kapi {
             child,
             target,
+            data,
             _dir: dir,
         })
+    }
+
+    /// A target presenting a client certificate for `user` (not a member of system:masters),
+    /// issued by this server's CA.
+    fn target_for(&self, user: &str, groups: &[&str]) -> Result<Target, String> {
+        let read = |f: &str| {
+            std::fs::read_to_string(self.data.join("pki").join(f)).map_err(|e| format!("{f}: {e}"))
+        };
+        let pki = kapi_server::pki::Pki {
+            ca_cert_pem: read("ca.crt")?,
+            ca_key_pem: read("ca.key")?,
+            serving_cert_pem: read("apiserver.crt")?,
+            serving_key_pem: read("apiserver.key")?,
+            admin_cert_pem: read("admin.crt")?,
+            admin_key_pem: read("admin.key")?,
+        };
+        let (cert, key) = kapi_server::pki::issue_client_cert(&pki, user, groups).map_err(|e| e.to_string())?;
+        Target::new(self.target.addr.clone(), &pki.ca_cert_pem, Some((&cert, &key)))
     }
 
     /// (VmRSS, VmHWM) in MiB.
@@ -654,6 +680,7 @@ async fn run(cli: &Cli) -> Result<String, String> {
         mem_idle.0, mem_idle.1, plan.objects, mem_created.0, mem_created.1, mem_listed.0, mem_listed.1, mem_watched.0, mem_watched.1
     ));
     drop(kapi);
+    report.push_str(&authz::run(&cli.kapi_bin, cli.quick).await?);
     Ok(report)
 }
 

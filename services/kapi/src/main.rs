@@ -58,6 +58,52 @@ struct Cli {
     /// Concurrent mutating requests beyond which kapi answers 429 (0: no limit).
     #[arg(long, default_value_t = 200)]
     max_mutating_requests_inflight: usize,
+    /// Ordered list of authorization modes (comma-separated): RBAC, AlwaysAllow, AlwaysDeny.
+    /// Members of system:masters are always allowed.
+    #[arg(long, default_value = "RBAC", value_delimiter = ',')]
+    authorization_mode: Vec<kapi_server::AuthorizationMode>,
+    /// Requests without credentials run as system:anonymous (group system:unauthenticated);
+    /// with false they are answered 401.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// File of static bearer tokens: `token,user,uid,"group1,group2"` per line.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// Identifier of the service-account token issuer (repeat or comma-separate: the first
+    /// issues, all are accepted).
+    #[arg(long, value_delimiter = ',', default_value = kapi_server::config::DEFAULT_ISSUER)]
+    service_account_issuer: Vec<String>,
+    /// PEM file of keys that verify service-account tokens (repeatable, for rotation).
+    #[arg(long)]
+    service_account_key_file: Vec<PathBuf>,
+    /// PEM private key that signs service-account tokens (RSA or P-256); generated in the data
+    /// directory when absent.
+    #[arg(long)]
+    service_account_signing_key_file: Option<PathBuf>,
+    /// Audiences of the API (tokens must be meant for one of them); the issuers when empty.
+    #[arg(long, value_delimiter = ',')]
+    api_audiences: Vec<String>,
+    /// Longest lifetime of a requested service-account token (Go duration; 0: no limit).
+    #[arg(long, default_value = "0s", value_parser = parse_go_duration)]
+    service_account_max_token_expiration: Duration,
+    /// CA bundle of front proxies allowed to assert users in request headers.
+    #[arg(long)]
+    requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names a front proxy's certificate may have (empty: any from its CA).
+    #[arg(long, value_delimiter = ',')]
+    requestheader_allowed_names: Vec<String>,
+    /// Headers naming the user, first non-empty wins.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    requestheader_username_headers: Vec<String>,
+    /// Headers carrying the user's UID.
+    #[arg(long, value_delimiter = ',')]
+    requestheader_uid_headers: Vec<String>,
+    /// Headers carrying the user's groups.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    requestheader_group_headers: Vec<String>,
+    /// Header prefixes carrying extra user attributes.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    requestheader_extra_headers_prefix: Vec<String>,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -138,6 +184,22 @@ fn main() -> ExitCode {
         watch_cache_size: cli.watch_cache_size,
         max_requests_inflight: cli.max_requests_inflight,
         max_mutating_requests_inflight: cli.max_mutating_requests_inflight,
+        authorization_modes: cli.authorization_mode,
+        anonymous_auth: cli.anonymous_auth,
+        token_auth_file: cli.token_auth_file,
+        service_account_issuers: cli.service_account_issuer,
+        service_account_key_files: cli.service_account_key_file,
+        service_account_signing_key_file: cli.service_account_signing_key_file,
+        api_audiences: cli.api_audiences,
+        service_account_max_token_expiration: cli.service_account_max_token_expiration,
+        requestheader_client_ca_file: cli.requestheader_client_ca_file,
+        requestheader: kapi_server::config::RequestHeaderOptions {
+            allowed_names: cli.requestheader_allowed_names,
+            username_headers: cli.requestheader_username_headers,
+            uid_headers: cli.requestheader_uid_headers,
+            group_headers: cli.requestheader_group_headers,
+            extra_header_prefixes: cli.requestheader_extra_headers_prefix,
+        },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -140,6 +140,8 @@ pub struct Request {
     pub client_cert: bool,
     /// Send this client certificate and key (PEM files) instead of the admin one.
     pub other_cert: Option<(PathBuf, PathBuf)>,
+    /// Extra request headers (bearer tokens, impersonation).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Request {
@@ -152,7 +154,27 @@ impl Request {
             accept: Some("application/json".to_owned()),
             client_cert: true,
             other_cert: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// Adds a request header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Sends the request as `cred` instead of the admin.
+    pub fn as_user(mut self, cred: &Credential) -> Self {
+        match cred {
+            Credential::Anonymous => self.client_cert = false,
+            Credential::Token(token) => {
+                self.client_cert = false;
+                self = self.header("Authorization", &format!("Bearer {token}"));
+            }
+            Credential::Cert { cert, key } => self.other_cert = Some((cert.clone(), key.clone())),
+        }
+        self
     }
 
     pub fn get(path: &str) -> Self {
@@ -188,6 +210,17 @@ impl Request {
         self.other_cert = Some((cert, key));
         self
     }
+}
+
+/// How a non-admin test client authenticates.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    /// No credentials at all.
+    Anonymous,
+    /// `Authorization: Bearer <token>`.
+    Token(String),
+    /// A client certificate and its key (PEM files).
+    Cert { cert: PathBuf, key: PathBuf },
 }
 
 /// Shared log sink: both output pipes append here so the order of lines is roughly preserved.
@@ -410,13 +443,75 @@ impl Kapi {
 
     /// A ready-to-spawn kubectl command (for background use such as `get --watch`).
     pub fn kubectl_command(&self, bin: &Path, args: &[&str]) -> Command {
+        self.kubectl_command_with(bin, &self.kubeconfig(), args)
+    }
+
+    fn kubectl_command_with(&self, bin: &Path, kubeconfig: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin);
-        cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
+        cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
         // Keep kubectl away from the user's cache and config.
         cmd.env("KUBECACHEDIR", self.dir.path().join("kubecache"));
         cmd.env_remove("KUBECONFIG");
         cmd.stdin(Stdio::null());
         cmd
+    }
+
+    /// Issues a client certificate from this server's CA with `openssl` (CN = user, O = groups).
+    pub fn issue_client_cert(&self, user: &str, groups: &[&str]) -> Credential {
+        let pki = self.pki_dir();
+        let base = self.dir.path().join(format!("client-{}", user.replace([':', '/'], "_")));
+        let (key, csr, cert) = (base.with_extension("key"), base.with_extension("csr"), base.with_extension("crt"));
+        let mut subject = format!("/CN={user}");
+        for g in groups {
+            subject.push_str(&format!("/O={g}"));
+        }
+        let run = |args: &[&std::ffi::OsStr]| {
+            let out = Command::new("openssl").args(args).output().unwrap_or_else(|e| panic!("openssl: {e}"));
+            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        run(&["req".as_ref(), "-new".as_ref(), "-newkey".as_ref(), "ec".as_ref(), "-pkeyopt".as_ref(), "ec_paramgen_curve:P-256".as_ref(),
+            "-nodes".as_ref(), "-keyout".as_ref(), key.as_os_str(), "-out".as_ref(), csr.as_os_str(), "-subj".as_ref(), subject.as_ref()]);
+        // A v3 certificate with client-auth usage: webpki refuses v1 certificates.
+        let ext = base.with_extension("ext");
+        if let Err(e) = std::fs::write(&ext, "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n") {
+            panic!("writing {}: {e}", ext.display());
+        }
+        run(&["x509".as_ref(), "-req".as_ref(), "-extfile".as_ref(), ext.as_os_str(), "-in".as_ref(), csr.as_os_str(), "-CA".as_ref(), pki.join("ca.crt").as_os_str(),
+            "-CAkey".as_ref(), pki.join("ca.key").as_os_str(), "-CAcreateserial".as_ref(), "-days".as_ref(), "1".as_ref(),
+            "-out".as_ref(), cert.as_os_str()]);
+        Credential::Cert { cert, key }
+    }
+
+    /// Writes a kubeconfig for `cred` (named `name`) pointing at this server; the file follows
+    /// the server's current port only until a restart.
+    pub fn kubeconfig_for(&self, name: &str, cred: &Credential) -> PathBuf {
+        let user = match cred {
+            Credential::Anonymous => serde_json::json!({}),
+            Credential::Token(token) => serde_json::json!({"token": token}),
+            Credential::Cert { cert, key } => serde_json::json!({"client-certificate": cert, "client-key": key}),
+        };
+        let config = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "kapi", "cluster": {"server": self.url(), "certificate-authority": self.pki_dir().join("ca.crt")}}],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {"cluster": "kapi", "user": name}}],
+            "current-context": name,
+        });
+        let path = self.dir.path().join(format!("kubeconfig-{}", name.replace([':', '/'], "_")));
+        if let Err(e) = std::fs::write(&path, config.to_string()) {
+            panic!("writing {}: {e}", path.display());
+        }
+        path
+    }
+
+    /// Runs the default kubectl with another kubeconfig (see [`Kapi::kubeconfig_for`]).
+    pub fn kubectl_config(&self, kubeconfig: &Path, args: &[&str]) -> Output {
+        let mut cmd = self.kubectl_command_with(Path::new("kubectl"), kubeconfig, args);
+        match run_with_timeout(&mut cmd, COMMAND_TIMEOUT) {
+            Ok(out) => out,
+            Err(e) => panic!("kubectl {}: {e}", args.join(" ")),
+        }
     }
 
     /// One HTTPS request through curl with the admin client certificate (unless told not to).
@@ -443,6 +538,9 @@ impl Kapi {
         }
         if let Some(ct) = &req.content_type {
             cmd.arg("-H").arg(format!("Content-Type: {ct}"));
+        }
+        for (name, value) in &req.headers {
+            cmd.arg("-H").arg(format!("{name}: {value}"));
         }
         let body_file = match &req.body {
             Some(body) => {

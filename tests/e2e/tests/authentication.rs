@@ -1,33 +1,70 @@
-//! Authentication in the core slice: client certificates signed by the client CA; anything else
-//! is 401 with kube's Status, never a TLS failure or a 500.
+//! Authentication as kube-apiserver does it: client certificates from the client CA, bearer
+//! tokens, anonymous requests (on by default) as `system:anonymous`; bad credentials of any kind
+//! are 401 `Unauthorized` with nothing about the reason, never a TLS failure or a 500.
 
-use kapi_e2e::{Kapi, Request};
+use kapi_e2e::{Credential, Kapi, Request};
+
+fn foreign(other: &Kapi) -> Credential {
+    Credential::Cert { cert: other.pki_dir().join("admin.crt"), key: other.pki_dir().join("admin.key") }
+}
+
+fn assert_unauthorized(r: &kapi_e2e::HttpResponse, what: &str) {
+    assert_eq!(r.status, 401, "{what}: {}", r.raw);
+    assert_eq!(r.body["kind"], "Status", "{what}");
+    assert_eq!(r.reason(), "Unauthorized", "{what}");
+    assert_eq!(r.message(), "Unauthorized", "{what}: nothing about the reason leaks");
+}
 
 #[test]
-fn only_certificates_from_the_client_ca_authenticate() {
+fn certificates_anonymous_requests_and_bad_credentials() {
     let kapi = Kapi::start().expect("start kapi");
     let other = Kapi::start().expect("start a second kapi with its own CA");
     let ok = kapi.request(&Request::get("/api/v1/namespaces"));
     assert_eq!(ok.status, 200, "{}", ok.raw);
 
-    for (what, req) in [
-        ("no certificate", Request::get("/api/v1/namespaces").without_client_cert()),
-        (
-            "a certificate from another CA",
-            Request::get("/api/v1/namespaces").with_client_cert(other.pki_dir().join("admin.crt"), other.pki_dir().join("admin.key")),
-        ),
+    // No credentials: the anonymous user, which the default policy lets see health and version.
+    let anon = kapi.request(&Request::get("/api/v1/namespaces").as_user(&Credential::Anonymous));
+    assert_eq!(anon.status, 403, "{}", anon.raw);
+    assert!(anon.message().contains(r#"User "system:anonymous" cannot list resource "namespaces""#), "{}", anon.raw);
+    let health = kapi.request(&Request::get("/healthz").as_user(&Credential::Anonymous));
+    assert_eq!(health.status, 200, "{}", health.raw);
+
+    // Bad credentials are never anonymous: 401 on every path, health included.
+    for (what, cred) in [
+        ("a certificate from another CA", foreign(&other)),
+        ("an unknown bearer token", Credential::Token("not-a-token".into())),
+        ("a malformed JWT", Credential::Token("eyJhbGciOiJSUzI1NiJ9.e30.c2ln".into())),
     ] {
-        let r = kapi.request(&req);
-        assert_eq!(r.status, 401, "{what}: {}", r.raw);
-        assert_eq!(r.body["kind"], "Status", "{what}");
-        assert_eq!(r.reason(), "Unauthorized", "{what}");
-        assert_eq!(r.message(), "Unauthorized", "{what}: nothing about the reason leaks");
-        // Health stays open to everyone, as kube's public-info-viewer policy has it.
-        let health = kapi.request(&Request::new("GET", "/healthz").without_client_cert());
-        assert_eq!(health.status, 200, "{}", health.raw);
+        for path in ["/api/v1/namespaces", "/readyz", "/version"] {
+            assert_unauthorized(&kapi.request(&Request::get(path).as_user(&cred)), &format!("{what} on {path}"));
+        }
     }
-    let foreign_health = kapi.request(
-        &Request::get("/readyz").with_client_cert(other.pki_dir().join("admin.crt"), other.pki_dir().join("admin.key")),
-    );
-    assert_eq!(foreign_health.status, 200, "{}", foreign_health.raw);
+}
+
+#[test]
+fn anonymous_auth_false_answers_401_without_credentials() {
+    let kapi = Kapi::start_with(&["--anonymous-auth=false"]).expect("start kapi");
+    for path in ["/api/v1/namespaces", "/healthz"] {
+        assert_unauthorized(&kapi.request(&Request::get(path).as_user(&Credential::Anonymous)), path);
+    }
+    let ok = kapi.request(&Request::get("/api/v1/namespaces"));
+    assert_eq!(ok.status, 200, "{}", ok.raw);
+}
+
+#[test]
+fn authorization_modes_apply_in_order() {
+    let deny = Kapi::start_with(&["--authorization-mode=AlwaysDeny"]).expect("start kapi");
+    let alice = deny.issue_client_cert("alice", &[]);
+    let r = deny.request(&Request::get("/api/v1/pods").as_user(&alice));
+    assert_eq!(r.status, 403, "{}", r.raw);
+    assert_eq!(r.message(), r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope: Everything is forbidden."#);
+    // system:masters is allowed whatever the modes say.
+    assert_eq!(deny.request(&Request::get("/api/v1/pods")).status, 200);
+
+    let allow = Kapi::start_with(&["--authorization-mode=AlwaysAllow"]).expect("start kapi");
+    let alice = allow.issue_client_cert("alice", &[]);
+    assert_eq!(allow.request(&Request::get("/api/v1/pods").as_user(&alice)).status, 200);
+
+    let bad = Kapi::start_with(&["--authorization-mode=Webhook"]);
+    assert!(bad.is_err(), "an unsupported mode is refused at start");
 }

@@ -255,7 +255,9 @@ fn cases(stale_rv: &str, current_rv: &str) -> Vec<Case> {
             reason: "AlreadyExists",
             message: r#"configmaps "cm" already exists"#,
         },
-        case("request without client certificate", Request::get(&collection()).without_client_cert(), 401, "Unauthorized"),
+        // Anonymous requests are on by default, as in kube-apiserver: the request is the
+        // anonymous user's, and RBAC forbids it.
+        case("request without client certificate", Request::get(&collection()).without_client_cert(), 403, "Forbidden"),
         case("cluster-scoped resource under a namespace", Request::get(&format!("/api/v1/namespaces/{NS}/nodes")), 404, "NotFound"),
         case("unknown resource", Request::get(&format!("/api/v1/namespaces/{NS}/widgets")), 404, "NotFound"),
         case(

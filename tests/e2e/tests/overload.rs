@@ -2,29 +2,22 @@
 //! `Retry-After` and kube's TooManyRequests Status, never a 5xx; watches (long-running) and
 //! system:masters are not limited.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use kapi_e2e::{run_with_timeout, Kapi, Request};
+use kapi_e2e::{Credential, Kapi, Request};
 use serde_json::json;
 
 /// A client certificate for `user` (no groups) signed by this kapi's CA, made with openssl.
-fn user_cert(kapi: &Kapi, dir: &Path, user: &str) -> (PathBuf, PathBuf) {
-    let pki = kapi.pki_dir();
-    let (key, csr, crt) = (dir.join(format!("{user}.key")), dir.join(format!("{user}.csr")), dir.join(format!("{user}.crt")));
-    let run = |args: &[&str]| {
-        let out = run_with_timeout(Command::new("openssl").args(args), Duration::from_secs(30)).expect("openssl");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    let p = |p: &Path| p.display().to_string();
-    run(&["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", &p(&key), "-out", &p(&csr), "-subj", &format!("/CN={user}")]);
-    // A v3 client certificate (webpki refuses v1 certificates).
-    let ext = dir.join("client.ext");
-    std::fs::write(&ext, "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n").expect("ext file");
-    run(&["x509", "-req", "-in", &p(&csr), "-CA", &p(&pki.join("ca.crt")), "-CAkey", &p(&pki.join("ca.key")), "-CAcreateserial",
-          "-out", &p(&crt), "-days", "1", "-extfile", &p(&ext)]);
-    (crt, key)
+/// A client certificate for `user`, who may read configmaps (the `view` role) but is not a
+/// member of system:masters, so the in-flight budget applies to it.
+fn limited_user(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
+    let out = kapi.kubectl(&["create", "clusterrolebinding", user, "--clusterrole=view", &format!("--user={user}")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    match kapi.issue_client_cert(user, &[]) {
+        Credential::Cert { cert, key } => (cert, key),
+        other => panic!("not a certificate: {other:?}"),
+    }
 }
 
 /// (status, headers, body) of one GET with `cert`.
@@ -36,8 +29,7 @@ fn curl(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str) -> (u16, String, Str
 #[test]
 fn lists_beyond_the_budget_get_429_and_watches_keep_working() {
     let kapi = Kapi::start_with(&["--max-requests-inflight", "2"]).expect("start kapi");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let loader = user_cert(&kapi, dir.path(), "loader");
+    let loader = limited_user(&kapi, "loader");
     let ns = "/api/v1/namespaces/default/configmaps";
     // Make lists slow enough to overlap: a few thousand objects (admin is never limited).
     std::thread::scope(|s| {

@@ -6,6 +6,7 @@
 //! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
 //! 3. [`metrics`] — times everything after it, including rejected requests;
 //! 4. [`authentication`] — 401 before any work is done for unknown callers;
+//!    [`impersonation`] — `Impersonate-*` headers swap the user, each part authorized;
 //! 5. [`max_in_flight`] — 429 beyond the concurrency budgets (it needs the user: masters are
 //!    exempt);
 //! 6. [`authorization`] — 403 with kube's message before reading the body;
@@ -19,6 +20,7 @@
 pub mod authentication;
 pub mod authorization;
 pub mod body_limit;
+pub mod impersonation;
 pub mod max_in_flight;
 pub mod metrics;
 pub mod panic_recovery;
@@ -47,11 +49,12 @@ pub type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Inf
 /// connection as an `Arc<ConnInfo>` (shared, not copied per request).
 #[derive(Debug, Default, Clone)]
 pub struct ConnInfo {
-    /// Client certificate chain (DER, leaf first) verified against the client CA.
+    /// Client certificate chain (DER, leaf first) as presented; the verdicts say who issued it.
     pub peer_certificates: Option<Vec<Vec<u8>>>,
-    /// The client sent a certificate that does not chain to the client CA (or has expired):
-    /// its requests are answered 401, as kube-apiserver's x509 authenticator does.
-    pub rejected_certificate: Option<String>,
+    /// The chain against the client CA (x509 authentication).
+    pub client_ca: kapi_auth::ChainVerdict,
+    /// The chain against the front-proxy CA (request-header authentication).
+    pub front_proxy_ca: kapi_auth::ChainVerdict,
 }
 
 /// The representation errors are written in, negotiated once from `Accept`.
@@ -68,6 +71,7 @@ pub fn chain(
         .layer(request_info::RequestInfoLayer::new())
         .layer(metrics::MetricsLayer::new(srv.clone()))
         .layer(authentication::AuthenticationLayer::new(srv.clone()))
+        .layer(impersonation::ImpersonationLayer::new(srv.clone()))
         .layer(max_in_flight::MaxInFlightLayer::new(srv.clone()))
         .layer(authorization::AuthorizationLayer::new(srv.clone()))
         .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))

@@ -18,7 +18,7 @@ use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_registry::catalog::{self, ResourceSpec, Serving};
 use kapi_registry::conversion;
-use kapi_registry::rest::{DeleteOptions, ListParams};
+use kapi_registry::rest::{Admit, DeleteOptions, ListParams, WriteHooks};
 use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
@@ -26,6 +26,7 @@ use crate::field_validation::{self, FieldValidation, Source};
 use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape, PROTOBUF};
 use kapi_protobuf_codec::Codec;
 use crate::field_manager;
+use crate::handlers::{admission, reviews, Caller};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -80,7 +81,7 @@ pub async fn handle(
     query: &Query,
     accept: Option<&str>,
     content_type: Option<&str>,
-    user_agent: Option<&str>,
+    caller: &Caller<'_>,
     body: Bytes,
 ) -> Response<Body> {
     let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
@@ -91,7 +92,7 @@ pub async fn handle(
         Err(e) => return response::error(&e, Output::JSON),
     };
     let result = match spec {
-        Ok(spec) => dispatch(srv, spec, info, query, output, content_type, user_agent, body).await,
+        Ok(spec) => dispatch(srv, spec, info, query, output, content_type, caller, body).await,
         Err(e) => Err(e),
     };
     match result {
@@ -160,7 +161,7 @@ async fn dispatch(
     query: &Query,
     output: Output,
     content_type: Option<&str>,
-    user_agent: Option<&str>,
+    caller: &Caller<'_>,
     body: Bytes,
 ) -> HandlerResult {
     // Objects of a few resources live in another version's storage: the strategy (defaults,
@@ -172,15 +173,16 @@ async fn dispatch(
         return Err(ApiError::path_not_found());
     }
     if !info.subresource.is_empty() {
-        return subresource(srv, spec, &strategy, info, ns, query, output, content_type, user_agent, body).await;
+        return subresource(srv, spec, &strategy, info, ns, query, output, content_type, caller, body).await;
     }
     if !spec.supports(&info.verb) {
         return Err(ApiError::method_not_supported(&gr, &info.verb));
     }
     if matches!(spec.serving, Serving::Virtual) {
-        return Err(ApiError::method_not_supported(&gr, &info.verb));
+        return reviews::create(srv, spec, info, query, output, content_type, caller, &body).await;
     }
     let name = info.name.as_str();
+    let admit = admission::for_request(srv, spec, caller.user);
     match info.verb.as_str() {
         "get" => {
             let obj = srv.rest.get(&strategy, ns, name).await?;
@@ -191,19 +193,22 @@ async fn dispatch(
         "create" => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::for_request(spec, query, user_agent, "")?;
-            let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?, track.as_deref()).await?;
+            let track = field_manager::for_request(spec, query, caller.user_agent, "")?;
+            let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
+            let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?, hooks).await?;
             Ok(with_warnings(single(spec, &created, output, query, StatusCode::CREATED)?, &warnings))
         }
         "update" => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::for_request(spec, query, user_agent, "")?;
-            let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, track.as_deref()).await?;
+            let track = field_manager::for_request(spec, query, caller.user_agent, "")?;
+            let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
+            let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, hooks).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         "patch" => {
-            let req = PatchRequest { content_type, body: &body, query, user_agent, target: WriteTarget::Main };
+            let req =
+                PatchRequest { content_type, body: &body, query, user_agent: caller.user_agent, target: WriteTarget::Main, admit: admit.as_deref() };
             let (patched, warnings, status) = patch(srv, spec, &strategy, ns, name, &req).await?;
             Ok(with_warnings(single(spec, &patched, output, query, status)?, &warnings))
         }
@@ -539,6 +544,7 @@ struct PatchRequest<'a> {
     query: &'a Query,
     user_agent: Option<&'a str>,
     target: WriteTarget,
+    admit: Option<&'a Admit>,
 }
 
 /// PATCH of the main resource or its status: JSON, merge, strategic merge patch or server-side
@@ -581,7 +587,7 @@ async fn patch(
     let body = req.body;
     let patched = srv
         .rest
-        .update_with(strategy, ns, name, req.target, dry, track.as_deref(), |stored| {
+        .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: track.as_deref(), admit: req.admit }, |stored| {
             // Patches apply to the object in the version the client speaks.
             let current = conversion::from_storage(spec, stored.clone())?;
             let mut patched = apply_patch(kind, body, &current)?;
@@ -665,7 +671,7 @@ async fn server_side_apply(
     let warnings = field_validation::check(&srv.openapi, mode, spec, &mut config, Source::Patched(None))?;
     let result = srv
         .rest
-        .update_with(strategy, ns, name, req.target, dry, None, |stored| {
+        .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: None, admit: req.admit }, |stored| {
             let current = conversion::from_storage(spec, stored.clone())?;
             let applied = kapi_fieldmanager::apply(Some(&current), &config, schema, writer, force)?;
             conversion::to_storage(spec, applied)
@@ -676,7 +682,7 @@ async fn server_side_apply(
         Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
             let applied = kapi_fieldmanager::apply(None, &config, schema, writer, force)?;
             let obj = conversion::to_storage(spec, applied)?;
-            let created = srv.rest.create(strategy, ns, obj, dry, None).await?;
+            let created = srv.rest.create(strategy, ns, obj, dry, WriteHooks { track: None, admit: req.admit }).await?;
             Ok((created, warnings, StatusCode::CREATED))
         }
         Err(e) => Err(e),
@@ -756,7 +762,7 @@ async fn subresource(
     query: &Query,
     output: Output,
     content_type: Option<&str>,
-    user_agent: Option<&str>,
+    caller: &Caller<'_>,
     body: Bytes,
 ) -> HandlerResult {
     let sub = info.subresource.as_str();
@@ -777,12 +783,12 @@ async fn subresource(
         ("status", "update") => {
             let mut warnings = Vec::new();
             let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::for_request(spec, query, user_agent, "status")?;
-            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, track.as_deref()).await?;
+            let track = field_manager::for_request(spec, query, caller.user_agent, "status")?;
+            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, WriteHooks::tracking(track.as_deref())).await?;
             Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         ("status", "patch") => {
-            let req = PatchRequest { content_type, body: &body, query, user_agent, target: WriteTarget::Status };
+            let req = PatchRequest { content_type, body: &body, query, user_agent: caller.user_agent, target: WriteTarget::Status, admit: None };
             let (patched, warnings, status) = patch(srv, spec, strategy, ns, name, &req).await?;
             Ok(with_warnings(single(spec, &patched, output, query, status)?, &warnings))
         }
@@ -795,10 +801,12 @@ async fn subresource(
             if scale.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
                 return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
             }
-            let scale_track = field_manager::for_request(spec, query, user_agent, "scale")?;
+            let scale_track = field_manager::for_request(spec, query, caller.user_agent, "scale")?;
             let updated = srv
                 .rest
-                .update_with(strategy, ns, name, WriteTarget::Main, dry, scale_track.as_deref(), |parent| apply_scale(parent, &scale))
+                .update_with(strategy, ns, name, WriteTarget::Main, dry, WriteHooks::tracking(scale_track.as_deref()), |parent| {
+                    apply_scale(parent, &scale)
+                })
                 .await?;
             Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
         }
@@ -808,16 +816,24 @@ async fn subresource(
                 return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES));
             };
             let kind = spec.kind;
-            let scale_track = field_manager::for_request(spec, query, user_agent, "scale")?;
+            let scale_track = field_manager::for_request(spec, query, caller.user_agent, "scale")?;
             let updated = srv
                 .rest
-                .update_with(strategy, ns, name, WriteTarget::Main, dry, scale_track.as_deref(), |parent| {
+                .update_with(strategy, ns, name, WriteTarget::Main, dry, WriteHooks::tracking(scale_track.as_deref()), |parent| {
                     let scale = scale_of(parent, kind);
                     let patched = apply_patch(patch, &body, &scale)?;
                     apply_scale(parent, &patched)
                 })
                 .await?;
             Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
+        }
+        ("token", "create") if spec.group.is_empty() && spec.resource == "serviceaccounts" => {
+            let Some(accounts) = &srv.service_accounts else {
+                return Err(ApiError::method_not_supported(&gr, &info.verb));
+            };
+            let request = decode_body(content_type, &body)?;
+            let answer = accounts.token_request(&srv.rest, ns.unwrap_or_default(), name, request).await?;
+            Ok(response::object(StatusCode::CREATED, &answer, output))
         }
         ("binding", "create") if spec.group.is_empty() && spec.resource == "pods" => {
             let binding = decode_body(content_type, &body)?;
@@ -848,7 +864,7 @@ async fn bind_pod(
     }
     let gr = GroupResource::new("", "pods/binding");
     srv.rest
-        .update_with(strategy, ns, name, WriteTarget::Subresource, dry_run, None, |pod| {
+        .update_with(strategy, ns, name, WriteTarget::Subresource, dry_run, WriteHooks::default(), |pod| {
             if pod.pointer("/metadata/deletionTimestamp").is_some() {
                 return Err(ApiError::conflict(&gr, name, &format!("pod {name} is being deleted, cannot be assigned to a host")));
             }
