@@ -68,3 +68,55 @@ fn authorization_modes_apply_in_order() {
     let bad = Kapi::start_with(&["--authorization-mode=Webhook"]);
     assert!(bad.is_err(), "an unsupported mode is refused at start");
 }
+
+/// A CA and a client certificate signed by it, made with openssl: (ca.pem, (cert, key)).
+fn front_proxy_pki(dir: &std::path::Path, cn: &str) -> (std::path::PathBuf, Credential) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let p = |name: &str| dir.join(name).display().to_string();
+    if !dir.join("ca.pem").exists() {
+        run(&["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", &p("ca.key"), "-out", &p("ca.pem"),
+              "-days", "1", "-subj", "/CN=front-proxy-ca"]);
+        std::fs::write(dir.join("client.ext"), "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n").unwrap();
+    }
+    let (key, csr, crt) = (p(&format!("{cn}.key")), p(&format!("{cn}.csr")), p(&format!("{cn}.crt")));
+    run(&["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &format!("/CN={cn}")]);
+    run(&["x509", "-req", "-in", &csr, "-CA", &p("ca.pem"), "-CAkey", &p("ca.key"), "-CAcreateserial", "-days", "1", "-out", &crt,
+          "-extfile", &p("client.ext")]);
+    (dir.join("ca.pem"), Credential::Cert { cert: crt.into(), key: key.into() })
+}
+
+#[test]
+fn front_proxies_assert_users_in_request_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, proxy) = front_proxy_pki(dir.path(), "front-proxy-client");
+    let (_, stranger) = front_proxy_pki(dir.path(), "someone-else");
+    let kapi = Kapi::start_with(&[
+        "--requestheader-client-ca-file",
+        ca.to_str().unwrap(),
+        "--requestheader-allowed-names=front-proxy-client",
+    ])
+    .expect("start kapi");
+    let ssr = serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let review = |cred: &Credential, headers: &[(&str, &str)]| {
+        let mut req = Request::new("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews").json(&ssr).as_user(cred);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        kapi.request(&req)
+    };
+    let r = review(&proxy, &[("X-Remote-User", "frank"), ("X-Remote-Group", "ops"), ("X-Remote-Extra-Scopes", "view")]);
+    assert_eq!(r.status, 201, "{}", r.raw);
+    assert_eq!(
+        r.body["status"]["userInfo"],
+        serde_json::json!({"username": "frank", "groups": ["ops", "system:authenticated"], "extra": {"scopes": ["view"]}})
+    );
+    // The proxy's certificate alone names nobody; one with a CN not allowed is refused.
+    assert_unauthorized(&review(&proxy, &[]), "proxy certificate without a user header");
+    assert_unauthorized(&review(&stranger, &[("X-Remote-User", "frank")]), "a CN outside --requestheader-allowed-names");
+    // Headers from a client of the ordinary client CA mean nothing: it is the admin.
+    let admin = kapi.request(&Request::new("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews").json(&ssr).header("X-Remote-User", "frank"));
+    assert_eq!(admin.body["status"]["userInfo"]["username"], "kapi-admin", "{}", admin.raw);
+}

@@ -42,6 +42,7 @@ where
             };
             srv.metrics.authentication_attempts.with_label_values(&[result]).inc();
             let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
+            super::discard_body(req, srv.options.max_body_bytes).await;
             return response::error(&ApiError::unauthorized(), output);
         }
     };

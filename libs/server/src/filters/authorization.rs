@@ -75,6 +75,7 @@ where
     srv.metrics.authorization_decisions.with_label_values(&[label]).inc();
     if let Some(err) = denied {
         let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
+        super::discard_body(req, srv.options.max_body_bytes).await;
         return response::error(&err, output);
     }
     match inner.oneshot(req).await {

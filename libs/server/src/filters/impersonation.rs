@@ -177,7 +177,10 @@ where
                     headers.remove(name);
                 }
             }
-            Err(e) => return response::error(&e, output),
+            Err(e) => {
+                super::discard_body(req, srv.options.max_body_bytes).await;
+                return response::error(&e, output);
+            }
         }
     }
     match inner.oneshot(req).await {

@@ -79,6 +79,27 @@ pub fn chain(
         .service(Router::new(srv))
 }
 
+/// Reads and drops what is left of a rejected request's body (at most `limit` bytes, for at
+/// most a second) before the rejection is answered. Answering first would drop the body unread,
+/// and over HTTP/2 that resets the stream while the client may still be sending: the client
+/// then sees a protocol error instead of the 401 or 403.
+pub(crate) async fn discard_body(req: Request<Incoming>, limit: usize) {
+    use http_body_util::BodyExt;
+    let mut body = req.into_body();
+    let mut read = 0usize;
+    let drain = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Some(data) = frame.data_ref() {
+                read += data.len();
+                if read > limit {
+                    break;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+}
+
 /// Takes the ready inner service out of `slot`, leaving a fresh clone: tower's rule for calling
 /// a clone-able service from a `call` that returns a `'static` future.
 pub(crate) fn take_ready<S: Clone>(slot: &mut S) -> S {
