@@ -21,6 +21,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
+use crate::patch::json_kind;
 use crate::status::{ApiError, StatusReason};
 
 const DIRECTIVE: &str = "$patch";
@@ -111,17 +112,6 @@ pub fn strategic_merge<S: PatchSchema>(original: &Value, patch: &Value, schema: 
             "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
             json_kind(other)
         ))),
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 

@@ -130,7 +130,9 @@ impl Authenticator for AnonymousFallback {
     }
 }
 
-fn add_authenticated_group(mut user: UserInfo) -> UserInfo {
+/// kube's authenticated-group adder: `system:authenticated` joins the groups of every
+/// authenticated user except the anonymous one and users already in either all-users group.
+pub fn add_authenticated_group(mut user: UserInfo) -> UserInfo {
     if user.name == ANONYMOUS || user.groups.iter().any(|g| g == ALL_AUTHENTICATED || g == ALL_UNAUTHENTICATED) {
         return user;
     }

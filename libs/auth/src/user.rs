@@ -11,6 +11,19 @@ pub const ALL_UNAUTHENTICATED: &str = "system:unauthenticated";
 /// The group bound to cluster-admin by default; the admin client certificate carries it.
 pub const SYSTEM_MASTERS: &str = "system:masters";
 
+/// The group of every service account.
+pub const ALL_SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
+
+/// kube's `serviceaccount.MakeUsername`: `system:serviceaccount:<namespace>:<name>`.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// kube's `serviceaccount.MakeGroupNames`: the groups every service account of `namespace` is in.
+pub fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec![ALL_SERVICE_ACCOUNTS.to_owned(), format!("system:serviceaccounts:{namespace}")]
+}
+
 /// kube's `user.Info`: who is making the request, as every later stage (impersonation, audit,
 /// authorization, admission, `managedFields` managers) sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

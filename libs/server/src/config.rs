@@ -14,7 +14,7 @@ use kapi_auth::serviceaccount::{
     VerificationKey,
 };
 use kapi_auth::token::AudienceAgnostic;
-use kapi_auth::{BearerTokenAuthenticator, RequestHeaderAuthenticator, RequestHeaderConfig, TokenAuthenticator, TokenFileAuthenticator, TokenUnion};
+use kapi_auth::{BearerTokenAuthenticator, RequestHeaderAuthenticator, TokenAuthenticator, TokenFileAuthenticator, TokenUnion};
 use kapi_auth::{
     AlwaysAllow, AlwaysDeny, AnonymousFallback, Authenticator, Authorizer, PrivilegedGroups, UnionAuthenticator, UnionAuthorizer,
     X509Authenticator,
@@ -88,7 +88,7 @@ pub struct Options {
 pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 /// The `--requestheader-*` flags other than the CA.
-pub use kapi_auth::RequestHeaderConfig as RequestHeaderOptions;
+pub use kapi_auth::RequestHeaderConfig;
 
 impl Default for Options {
     fn default() -> Self {
@@ -348,7 +348,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         authorizer,
         authorization_modes: opts.authorization_modes.clone(),
         rbac,
-        service_accounts: Some(service_accounts),
+        service_accounts,
         options: ServingOptions {
             request_timeout: opts.request_timeout,
             min_request_timeout: opts.min_request_timeout,

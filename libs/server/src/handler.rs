@@ -104,7 +104,7 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
 /// The service-account issuer's discovery documents (kube's `/.well-known/openid-configuration`
 /// and `/openid/v1/jwks`), cacheable for an hour; 404 when the issuer is not an https URL.
 fn oidc_document(srv: &ApiServer, path: &str, is_get: bool) -> Response<Body> {
-    let Some(metadata) = srv.service_accounts.as_ref().and_then(|s| s.metadata.as_ref()) else {
+    let Some(metadata) = srv.service_accounts.metadata.as_ref() else {
         return response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8");
     };
     if !is_get {

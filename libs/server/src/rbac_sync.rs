@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kapi_auth::rbac::{RbacAuthorizer, RbacIndex};
+use kapi_auth::rbac::{IndexedKind, RbacAuthorizer, RbacIndex};
 use kapi_registry::catalog::{self, ResourceSpec};
 use kapi_registry::rest::{RestStore, WriteHooks};
 use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
@@ -21,61 +21,19 @@ const GROUP: &str = "rbac.authorization.k8s.io";
 /// The field manager of aggregated rules, as kube-controller-manager's controller names itself.
 const AGGREGATION_MANAGER: &str = "clusterrole-aggregation-controller";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Role,
-    ClusterRole,
-    RoleBinding,
-    ClusterRoleBinding,
+fn spec(kind: IndexedKind) -> Option<&'static ResourceSpec> {
+    catalog::find(GROUP, "v1", kind.resource())
 }
 
-impl Kind {
-    const ALL: [Kind; 4] = [Kind::Role, Kind::ClusterRole, Kind::RoleBinding, Kind::ClusterRoleBinding];
-
-    fn resource(self) -> &'static str {
-        match self {
-            Kind::Role => "roles",
-            Kind::ClusterRole => "clusterroles",
-            Kind::RoleBinding => "rolebindings",
-            Kind::ClusterRoleBinding => "clusterrolebindings",
+fn apply(index: &mut RbacIndex, kind: IndexedKind, ty: EventType, obj: &Value) {
+    match ty {
+        EventType::Added | EventType::Modified => {
+            if let Err(e) = index.put(kind, obj) {
+                // Stored objects passed validation; one that does not decode grants nothing.
+                tracing::warn!("ignoring an RBAC object that does not decode: {e}");
+            }
         }
-    }
-
-    fn spec(self) -> Option<&'static ResourceSpec> {
-        catalog::find(GROUP, "v1", self.resource())
-    }
-
-    fn put(self, index: &mut RbacIndex, obj: &Value) {
-        let result = match self {
-            Kind::Role => index.put_role(obj),
-            Kind::ClusterRole => index.put_cluster_role(obj),
-            Kind::RoleBinding => index.put_role_binding(obj),
-            Kind::ClusterRoleBinding => index.put_cluster_role_binding(obj),
-        };
-        if let Err(e) = result {
-            // Stored objects passed validation; one that does not decode grants nothing.
-            tracing::warn!("ignoring an RBAC object that does not decode: {e}");
-        }
-    }
-
-    fn delete(self, index: &mut RbacIndex, obj: &Value) {
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        match self {
-            Kind::Role => index.delete_role(ns, name),
-            Kind::ClusterRole => index.delete_cluster_role(name),
-            Kind::RoleBinding => index.delete_role_binding(ns, name),
-            Kind::ClusterRoleBinding => index.delete_cluster_role_binding(name),
-        }
-    }
-
-    fn clear(self, index: &mut RbacIndex) {
-        index.clear(match self {
-            Kind::Role => kapi_auth::rbac::IndexedKind::Role,
-            Kind::ClusterRole => kapi_auth::rbac::IndexedKind::ClusterRole,
-            Kind::RoleBinding => kapi_auth::rbac::IndexedKind::RoleBinding,
-            Kind::ClusterRoleBinding => kapi_auth::rbac::IndexedKind::ClusterRoleBinding,
-        });
+        EventType::Deleted => index.delete(kind, obj),
     }
 }
 
@@ -93,15 +51,15 @@ pub enum SyncError {
     Ended(&'static str),
 }
 
-fn open(caches: &CacheSet, kind: Kind) -> Result<Watcher, SyncError> {
-    let spec = kind.spec().ok_or(SyncError::NoCache(kind.resource()))?;
+fn open(caches: &CacheSet, kind: IndexedKind) -> Result<Watcher, SyncError> {
+    let spec = spec(kind).ok_or(SyncError::NoCache(kind.resource()))?;
     let prefix = spec.key_prefix();
     let cache = caches.cache(&prefix).ok_or(SyncError::NoCache(kind.resource()))?;
     Ok(cache.watch(&prefix, kapi_watch::WatchStart::InitialState, Arc::new(|_: &Value| true))?)
 }
 
 /// Reads a watch's initial state and swaps it into the index in one write.
-async fn load(caches: &CacheSet, kind: Kind, authz: &RbacAuthorizer) -> Result<Watcher, SyncError> {
+async fn load(caches: &CacheSet, kind: IndexedKind, authz: &RbacAuthorizer) -> Result<Watcher, SyncError> {
     let mut watcher = open(caches, kind)?;
     let mut objects = Vec::new();
     loop {
@@ -113,9 +71,9 @@ async fn load(caches: &CacheSet, kind: Kind, authz: &RbacAuthorizer) -> Result<W
         }
     }
     let mut index = authz.index().write().unwrap_or_else(|e| e.into_inner());
-    kind.clear(&mut index);
+    index.clear(kind);
     for obj in &objects {
-        kind.put(&mut index, obj);
+        apply(&mut index, kind, EventType::Added, obj);
     }
     Ok(watcher)
 }
@@ -124,7 +82,7 @@ async fn load(caches: &CacheSet, kind: Kind, authz: &RbacAuthorizer) -> Result<W
 /// changes wake the aggregation controller.
 pub async fn start(caches: Arc<CacheSet>, rest: RestStore, authz: RbacAuthorizer) -> Result<(), SyncError> {
     let aggregate = Arc::new(Notify::new());
-    for kind in Kind::ALL {
+    for kind in IndexedKind::ALL {
         let watcher = load(&caches, kind, &authz).await?;
         tokio::spawn(follow(caches.clone(), kind, watcher, authz.clone(), aggregate.clone()));
     }
@@ -133,18 +91,12 @@ pub async fn start(caches: Arc<CacheSet>, rest: RestStore, authz: RbacAuthorizer
     Ok(())
 }
 
-async fn follow(caches: Arc<CacheSet>, kind: Kind, mut watcher: Watcher, authz: RbacAuthorizer, aggregate: Arc<Notify>) {
+async fn follow(caches: Arc<CacheSet>, kind: IndexedKind, mut watcher: Watcher, authz: RbacAuthorizer, aggregate: Arc<Notify>) {
     loop {
         match watcher.next().await {
             Some(WatchItem::Event { event, kind: ty }) => {
-                {
-                    let mut index = authz.index().write().unwrap_or_else(|e| e.into_inner());
-                    match ty {
-                        EventType::Added | EventType::Modified => kind.put(&mut index, &event.object),
-                        EventType::Deleted => kind.delete(&mut index, &event.object),
-                    }
-                }
-                if kind == Kind::ClusterRole {
+                apply(&mut authz.index().write().unwrap_or_else(|e| e.into_inner()), kind, ty, &event.object);
+                if kind == IndexedKind::ClusterRole {
                     aggregate.notify_one();
                 }
             }
@@ -165,7 +117,7 @@ async fn follow(caches: Arc<CacheSet>, kind: Kind, mut watcher: Watcher, authz: 
                         }
                     }
                 }
-                if kind == Kind::ClusterRole {
+                if kind == IndexedKind::ClusterRole {
                     aggregate.notify_one();
                 }
             }
@@ -179,7 +131,7 @@ async fn follow(caches: Arc<CacheSet>, kind: Kind, mut watcher: Watcher, authz: 
 /// its own writes wake it once more and find nothing to do. Several replicas may run it at
 /// once: they compute the same rules, and a write that changes nothing is skipped.
 async fn aggregation_controller(rest: RestStore, authz: RbacAuthorizer, wake: Arc<Notify>) {
-    let Some(spec) = Kind::ClusterRole.spec() else { return };
+    let Some(spec) = spec(IndexedKind::ClusterRole) else { return };
     let strategy = CatalogStrategy(spec);
     loop {
         wake.notified().await;

@@ -206,10 +206,7 @@ impl ServiceAccounts {
         let wanted = if audiences.is_empty() { self.api_audiences.clone() } else { audiences };
         match self.tokens.authenticate_token(token, &wanted) {
             TokenOutcome::Authenticated { user, audiences } => {
-                let mut user = user;
-                if !user.in_group(kapi_auth::user::ALL_AUTHENTICATED) {
-                    user.groups.push(kapi_auth::user::ALL_AUTHENTICATED.to_owned());
-                }
+                let user = kapi_auth::authn::add_authenticated_group(user);
                 json!({"authenticated": true, "user": crate::handlers::reviews::user_info_json(&user), "audiences": audiences})
             }
             TokenOutcome::NotApplicable => json!({"user": {}}),

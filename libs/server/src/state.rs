@@ -136,7 +136,7 @@ pub struct ApiServer {
     /// The RBAC authorizer when RBAC is a mode (escalation checks and rule listing read it).
     pub rbac: Option<kapi_auth::rbac::RbacAuthorizer>,
     /// Service-account token issuing and review.
-    pub service_accounts: Option<Arc<crate::service_accounts::ServiceAccounts>>,
+    pub service_accounts: Arc<crate::service_accounts::ServiceAccounts>,
     /// Serving options.
     pub options: ServingOptions,
     /// Readiness and shutdown.

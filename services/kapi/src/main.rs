@@ -193,7 +193,7 @@ fn main() -> ExitCode {
         api_audiences: cli.api_audiences,
         service_account_max_token_expiration: cli.service_account_max_token_expiration,
         requestheader_client_ca_file: cli.requestheader_client_ca_file,
-        requestheader: kapi_server::config::RequestHeaderOptions {
+        requestheader: kapi_server::config::RequestHeaderConfig {
             allowed_names: cli.requestheader_allowed_names,
             username_headers: cli.requestheader_username_headers,
             uid_headers: cli.requestheader_uid_headers,

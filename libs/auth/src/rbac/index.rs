@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::types::{rules_of, service_account_user, Binding, DecodeError, PolicyRule, Subject};
-use crate::user::UserInfo;
+use super::types::{rules_of, Binding, DecodeError, PolicyRule, Subject};
+use crate::user::{service_account_user, UserInfo};
 
 /// Who a binding names, as the index keys it: service accounts become their user names.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,8 +39,54 @@ pub fn applies_to(subject: &Subject, user: &UserInfo, binding_namespace: &str) -
     }
 }
 
-fn user_keys(user: &UserInfo) -> impl Iterator<Item = SubjectKey> + '_ {
-    std::iter::once(SubjectKey::User(user.name.clone())).chain(user.groups.iter().map(|g| SubjectKey::Group(g.clone())))
+/// Names of bindings by the subjects they name, in one scope (the cluster, or one namespace).
+/// Looked up with borrowed names, so a decision allocates nothing to find its bindings.
+#[derive(Debug, Default)]
+struct BySubject {
+    users: HashMap<String, BTreeSet<String>>,
+    groups: HashMap<String, BTreeSet<String>>,
+}
+
+impl BySubject {
+    fn side(&mut self, key: SubjectKey) -> (&mut HashMap<String, BTreeSet<String>>, String) {
+        match key {
+            SubjectKey::User(name) => (&mut self.users, name),
+            SubjectKey::Group(name) => (&mut self.groups, name),
+        }
+    }
+
+    fn insert(&mut self, key: SubjectKey, binding: &str) {
+        let (map, name) = self.side(key);
+        map.entry(name).or_default().insert(binding.to_owned());
+    }
+
+    fn remove(&mut self, key: SubjectKey, binding: &str) {
+        let (map, name) = self.side(key);
+        if let Some(set) = map.get_mut(&name) {
+            set.remove(binding);
+            if set.is_empty() {
+                map.remove(&name);
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.users.is_empty() && self.groups.is_empty()
+    }
+
+    /// The bindings naming `user` or one of its groups, each once, in name order.
+    fn bindings_of<'a>(&'a self, user: &UserInfo) -> BTreeSet<&'a String> {
+        let mut names: BTreeSet<&String> = BTreeSet::new();
+        if let Some(set) = self.users.get(&user.name) {
+            names.extend(set);
+        }
+        for group in &user.groups {
+            if let Some(set) = self.groups.get(group) {
+                names.extend(set);
+            }
+        }
+        names
+    }
 }
 
 /// A ClusterRole as the index keeps it: its rules plus what aggregation reads.
@@ -54,18 +100,21 @@ pub struct ClusterRoleEntry {
     pub aggregation: Option<Vec<Value>>,
 }
 
+/// Namespaced objects: namespace -> name -> object.
+type Namespaced<T> = HashMap<String, HashMap<String, T>>;
+
 /// The RBAC objects of the cluster, indexed for decisions.
 #[derive(Debug, Default)]
 pub struct RbacIndex {
-    roles: HashMap<(String, String), Arc<[PolicyRule]>>,
+    roles: Namespaced<Arc<[PolicyRule]>>,
     cluster_roles: HashMap<String, ClusterRoleEntry>,
-    role_bindings: HashMap<(String, String), Binding>,
+    role_bindings: Namespaced<Binding>,
     cluster_role_bindings: HashMap<String, Binding>,
-    crb_by_subject: HashMap<SubjectKey, BTreeSet<String>>,
-    rb_by_subject: HashMap<(String, SubjectKey), BTreeSet<String>>,
+    crb_by_subject: BySubject,
+    rb_by_subject: HashMap<String, BySubject>,
 }
 
-/// The kinds of objects the index holds, for wholesale reloads.
+/// The kinds of objects the index holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexedKind {
     /// Roles.
@@ -78,13 +127,58 @@ pub enum IndexedKind {
     ClusterRoleBinding,
 }
 
+impl IndexedKind {
+    /// Every kind.
+    pub const ALL: [IndexedKind; 4] = [IndexedKind::Role, IndexedKind::ClusterRole, IndexedKind::RoleBinding, IndexedKind::ClusterRoleBinding];
+
+    /// The resource (plural) of the kind in `rbac.authorization.k8s.io/v1`.
+    pub fn resource(self) -> &'static str {
+        match self {
+            IndexedKind::Role => "roles",
+            IndexedKind::ClusterRole => "clusterroles",
+            IndexedKind::RoleBinding => "rolebindings",
+            IndexedKind::ClusterRoleBinding => "clusterrolebindings",
+        }
+    }
+}
+
 /// The visitor's answer: stop (the visitor found what it wanted) or go on.
 pub type Visit = std::ops::ControlFlow<()>;
+
+fn remove_namespaced<T>(map: &mut Namespaced<T>, namespace: &str, name: &str) -> Option<T> {
+    let names = map.get_mut(namespace)?;
+    let old = names.remove(name);
+    if names.is_empty() {
+        map.remove(namespace);
+    }
+    old
+}
 
 impl RbacIndex {
     /// An empty index.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Adds or replaces an object of `kind`.
+    pub fn put(&mut self, kind: IndexedKind, obj: &Value) -> Result<(), DecodeError> {
+        match kind {
+            IndexedKind::Role => self.put_role(obj),
+            IndexedKind::ClusterRole => self.put_cluster_role(obj),
+            IndexedKind::RoleBinding => self.put_role_binding(obj),
+            IndexedKind::ClusterRoleBinding => self.put_cluster_role_binding(obj),
+        }
+    }
+
+    /// Removes the object of `kind` that `obj` names.
+    pub fn delete(&mut self, kind: IndexedKind, obj: &Value) {
+        let (ns, name) = (ns_of(obj), name_of(obj));
+        match kind {
+            IndexedKind::Role => self.delete_role(&ns, &name),
+            IndexedKind::ClusterRole => self.delete_cluster_role(&name),
+            IndexedKind::RoleBinding => self.delete_role_binding(&ns, &name),
+            IndexedKind::ClusterRoleBinding => self.delete_cluster_role_binding(&name),
+        }
     }
 
     /// Drops every object of one kind, before a reload of that kind.
@@ -98,7 +192,7 @@ impl RbacIndex {
             }
             IndexedKind::ClusterRoleBinding => {
                 self.cluster_role_bindings.clear();
-                self.crb_by_subject.clear();
+                self.crb_by_subject = BySubject::default();
             }
         }
     }
@@ -106,13 +200,13 @@ impl RbacIndex {
     /// Adds or replaces a Role.
     pub fn put_role(&mut self, obj: &Value) -> Result<(), DecodeError> {
         let rules = rules_of(obj)?;
-        self.roles.insert((ns_of(obj), name_of(obj)), rules.into());
+        self.roles.entry(ns_of(obj)).or_default().insert(name_of(obj), rules.into());
         Ok(())
     }
 
     /// Removes a Role.
     pub fn delete_role(&mut self, namespace: &str, name: &str) {
-        self.roles.remove(&(namespace.to_owned(), name.to_owned()));
+        remove_namespaced(&mut self.roles, namespace, name);
     }
 
     /// Adds or replaces a ClusterRole.
@@ -132,30 +226,24 @@ impl RbacIndex {
     /// Adds or replaces a RoleBinding.
     pub fn put_role_binding(&mut self, obj: &Value) -> Result<(), DecodeError> {
         let binding = Binding::from_object(obj)?;
-        let key = (binding.namespace.clone(), binding.name.clone());
-        self.delete_role_binding(&key.0, &key.1);
-        for subject in &binding.subjects {
-            if let Some(sk) = subject_key(subject, &binding.namespace) {
-                self.rb_by_subject.entry((binding.namespace.clone(), sk)).or_default().insert(binding.name.clone());
-            }
+        self.delete_role_binding(&binding.namespace, &binding.name);
+        let by_subject = self.rb_by_subject.entry(binding.namespace.clone()).or_default();
+        for key in binding.subjects.iter().filter_map(|s| subject_key(s, &binding.namespace)) {
+            by_subject.insert(key, &binding.name);
         }
-        self.role_bindings.insert(key, binding);
+        self.role_bindings.entry(binding.namespace.clone()).or_default().insert(binding.name.clone(), binding);
         Ok(())
     }
 
     /// Removes a RoleBinding.
     pub fn delete_role_binding(&mut self, namespace: &str, name: &str) {
-        let Some(old) = self.role_bindings.remove(&(namespace.to_owned(), name.to_owned())) else { return };
-        for subject in &old.subjects {
-            if let Some(sk) = subject_key(subject, namespace) {
-                let key = (namespace.to_owned(), sk);
-                if let Some(set) = self.rb_by_subject.get_mut(&key) {
-                    set.remove(name);
-                    if set.is_empty() {
-                        self.rb_by_subject.remove(&key);
-                    }
-                }
-            }
+        let Some(old) = remove_namespaced(&mut self.role_bindings, namespace, name) else { return };
+        let Some(by_subject) = self.rb_by_subject.get_mut(namespace) else { return };
+        for key in old.subjects.iter().filter_map(|s| subject_key(s, namespace)) {
+            by_subject.remove(key, name);
+        }
+        if by_subject.is_empty() {
+            self.rb_by_subject.remove(namespace);
         }
     }
 
@@ -163,10 +251,8 @@ impl RbacIndex {
     pub fn put_cluster_role_binding(&mut self, obj: &Value) -> Result<(), DecodeError> {
         let binding = Binding::from_object(obj)?;
         self.delete_cluster_role_binding(&binding.name);
-        for subject in &binding.subjects {
-            if let Some(sk) = subject_key(subject, "") {
-                self.crb_by_subject.entry(sk).or_default().insert(binding.name.clone());
-            }
+        for key in binding.subjects.iter().filter_map(|s| subject_key(s, "")) {
+            self.crb_by_subject.insert(key, &binding.name);
         }
         self.cluster_role_bindings.insert(binding.name.clone(), binding);
         Ok(())
@@ -175,15 +261,8 @@ impl RbacIndex {
     /// Removes a ClusterRoleBinding.
     pub fn delete_cluster_role_binding(&mut self, name: &str) {
         let Some(old) = self.cluster_role_bindings.remove(name) else { return };
-        for subject in &old.subjects {
-            if let Some(sk) = subject_key(subject, "") {
-                if let Some(set) = self.crb_by_subject.get_mut(&sk) {
-                    set.remove(name);
-                    if set.is_empty() {
-                        self.crb_by_subject.remove(&sk);
-                    }
-                }
-            }
+        for key in old.subjects.iter().filter_map(|s| subject_key(s, "")) {
+            self.crb_by_subject.remove(key, name);
         }
     }
 
@@ -199,25 +278,34 @@ impl RbacIndex {
 
     /// Counts of indexed objects: roles, cluster roles, role bindings, cluster role bindings.
     pub fn counts(&self) -> [usize; 4] {
-        [self.roles.len(), self.cluster_roles.len(), self.role_bindings.len(), self.cluster_role_bindings.len()]
+        fn namespaced<T>(m: &Namespaced<T>) -> usize {
+            m.values().map(HashMap::len).sum()
+        }
+        [namespaced(&self.roles), self.cluster_roles.len(), namespaced(&self.role_bindings), self.cluster_role_bindings.len()]
     }
 
-    /// The rules a role reference grants in `namespace` (kube's `GetRoleReferenceRules`), or
-    /// kube's not-found text.
-    pub fn role_ref_rules(&self, kind: &str, name: &str, namespace: &str) -> Result<Arc<[PolicyRule]>, String> {
+    /// The rules a role reference names, without copying.
+    fn lookup_rules(&self, kind: &str, name: &str, namespace: &str) -> Result<&[PolicyRule], String> {
         match kind {
             "ClusterRole" => self
                 .cluster_roles
                 .get(name)
-                .map(|c| c.rules.clone())
+                .map(|c| &*c.rules)
                 .ok_or_else(|| format!("clusterrole.rbac.authorization.k8s.io {name:?} not found")),
             "Role" => self
                 .roles
-                .get(&(namespace.to_owned(), name.to_owned()))
-                .cloned()
+                .get(namespace)
+                .and_then(|names| names.get(name))
+                .map(|r| &**r)
                 .ok_or_else(|| format!("role.rbac.authorization.k8s.io {name:?} not found")),
             other => Err(format!("unsupported role reference kind: {other:?}")),
         }
+    }
+
+    /// The rules a role reference grants in `namespace` (kube's `GetRoleReferenceRules`), or
+    /// kube's not-found text.
+    pub fn role_ref_rules(&self, kind: &str, name: &str, namespace: &str) -> Result<Vec<PolicyRule>, String> {
+        self.lookup_rules(kind, name, namespace).map(<[PolicyRule]>::to_vec)
     }
 
     /// Visits the rules that apply to `user` in `namespace` (cluster-wide bindings first, then
@@ -230,15 +318,9 @@ impl RbacIndex {
         namespace: &str,
         mut visit: impl FnMut(&Binding, Result<&[PolicyRule], &str>) -> Visit,
     ) {
-        let mut names: BTreeSet<&String> = BTreeSet::new();
-        for key in user_keys(user) {
-            if let Some(set) = self.crb_by_subject.get(&key) {
-                names.extend(set.iter());
-            }
-        }
-        for name in names {
+        for name in self.crb_by_subject.bindings_of(user) {
             let Some(binding) = self.cluster_role_bindings.get(name) else { continue };
-            let rules = self.role_ref_rules(&binding.role_ref.kind, &binding.role_ref.name, "");
+            let rules = self.lookup_rules(&binding.role_ref.kind, &binding.role_ref.name, "");
             if visit(binding, rules.as_deref().map_err(String::as_str)).is_break() {
                 return;
             }
@@ -246,15 +328,10 @@ impl RbacIndex {
         if namespace.is_empty() {
             return;
         }
-        let mut names: BTreeSet<&String> = BTreeSet::new();
-        for key in user_keys(user) {
-            if let Some(set) = self.rb_by_subject.get(&(namespace.to_owned(), key)) {
-                names.extend(set.iter());
-            }
-        }
-        for name in names {
-            let Some(binding) = self.role_bindings.get(&(namespace.to_owned(), name.clone())) else { continue };
-            let rules = self.role_ref_rules(&binding.role_ref.kind, &binding.role_ref.name, namespace);
+        let (Some(by_subject), Some(bindings)) = (self.rb_by_subject.get(namespace), self.role_bindings.get(namespace)) else { return };
+        for name in by_subject.bindings_of(user) {
+            let Some(binding) = bindings.get(name) else { continue };
+            let rules = self.lookup_rules(&binding.role_ref.kind, &binding.role_ref.name, namespace);
             if visit(binding, rules.as_deref().map_err(String::as_str)).is_break() {
                 return;
             }

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 pub use bootstrap::{bootstrap_policy, BootstrapPolicy};
 pub use index::{applies_to, ClusterRoleEntry, IndexedKind, RbacIndex, Visit};
 pub use rules::{breakdown, compact, compact_string, covers, rule_allows};
-pub use types::{rules_of, service_account_user, Binding, DecodeError, PolicyRule, RoleRef, Subject};
+pub use types::{rules_of, Binding, DecodeError, PolicyRule, RoleRef, Subject};
 
 use crate::authz::{Attributes, Authorizer, Decision};
 use crate::user::UserInfo;

@@ -25,6 +25,18 @@ pub struct PolicyRule {
     pub non_resource_urls: Vec<String>,
 }
 
+impl PolicyRule {
+    /// Everything: `*` verbs on `*` resources of `*` groups, and `*` verbs on every path.
+    /// What `system:masters` and AlwaysAllow grant, and what an aggregationRule requires.
+    pub fn full_authority() -> Vec<PolicyRule> {
+        let star = || vec!["*".to_owned()];
+        vec![
+            PolicyRule { verbs: star(), api_groups: star(), resources: star(), ..PolicyRule::default() },
+            PolicyRule { verbs: star(), non_resource_urls: star(), ..PolicyRule::default() },
+        ]
+    }
+}
+
 fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
@@ -101,9 +113,4 @@ impl Binding {
         let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_owned();
         Ok(Binding { name, namespace, role_ref, subjects })
     }
-}
-
-/// kube's `serviceaccount.MakeUsername`.
-pub fn service_account_user(namespace: &str, name: &str) -> String {
-    format!("system:serviceaccount:{namespace}:{name}")
 }

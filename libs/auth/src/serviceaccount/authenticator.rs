@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::claims::{make_username, ServiceAccountClaims};
+use super::claims::ServiceAccountClaims;
+use crate::user::{service_account_groups, service_account_user};
 use super::jws;
 use super::keys::VerificationKey;
 use crate::token::{aggregate, go_quoted_list, intersect_audiences, TokenAuthenticator, TokenOutcome};
@@ -15,8 +16,6 @@ use crate::user::UserInfo;
 /// bound object still counts as present: go-jose's `DefaultLeeway`, which kube's validator uses.
 pub const LEEWAY_SECONDS: i64 = 60;
 
-/// The group of every service account.
-pub const ALL_SERVICE_ACCOUNTS_GROUP: &str = "system:serviceaccounts";
 /// Extra key: the pod a token is bound to.
 pub const POD_NAME_KEY: &str = "authentication.kubernetes.io/pod-name";
 /// Extra key: that pod's UID.
@@ -245,9 +244,9 @@ impl ServiceAccountTokenAuthenticator {
             extra.insert(CREDENTIAL_ID_KEY.into(), vec![format!("JTI={}", claims.jti)]);
         }
         Ok(UserInfo {
-            name: make_username(namespace, &sa.name),
+            name: service_account_user(namespace, &sa.name),
             uid: sa.uid.clone(),
-            groups: vec![ALL_SERVICE_ACCOUNTS_GROUP.to_owned(), format!("system:serviceaccounts:{namespace}")],
+            groups: service_account_groups(namespace),
             extra,
         })
     }

@@ -122,11 +122,6 @@ fn audience<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     })
 }
 
-/// kube's service-account user name.
-pub fn make_username(namespace: &str, name: &str) -> String {
-    format!("system:serviceaccount:{namespace}:{name}")
-}
-
 /// What a token is requested for (the TokenRequest spec, resolved by the server).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IssueRequest {
@@ -232,7 +227,7 @@ impl TokenIssuer {
             jti,
             kubernetes,
             nbf: Some(req.now),
-            sub: make_username(&req.namespace, &req.service_account.name),
+            sub: crate::user::service_account_user(&req.namespace, &req.service_account.name),
         }
     }
 

@@ -19,11 +19,11 @@ mod keys;
 mod tests;
 
 pub use authenticator::{
-    BoundObjects, ObjectState, ServiceAccountTokenAuthenticator, ALL_SERVICE_ACCOUNTS_GROUP, CREDENTIAL_ID_KEY,
+    BoundObjects, ObjectState, ServiceAccountTokenAuthenticator, CREDENTIAL_ID_KEY,
     LEEWAY_SECONDS, NODE_NAME_KEY, NODE_UID_KEY, POD_NAME_KEY, POD_UID_KEY,
 };
 pub use claims::{
-    make_username, BoundObject, IssueError, IssueRequest, IssuedToken, KubernetesClaims, ObjectRef,
+    BoundObject, IssueError, IssueRequest, IssuedToken, KubernetesClaims, ObjectRef,
     ServiceAccountClaims, TokenIssuer,
 };
 pub use discovery::{

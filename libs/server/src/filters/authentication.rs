@@ -10,9 +10,8 @@ use kapi_apimachinery::ApiError;
 use kapi_auth::{AuthOutcome, AuthRequest};
 use tower::ServiceExt;
 
-use super::{filter, ConnInfo, ErrorOutput};
-use crate::negotiation::Output;
-use crate::response::{self, Body};
+use super::{filter, ConnInfo};
+use crate::response::Body;
 use crate::state::ApiServer;
 
 async fn run<S>(srv: Arc<ApiServer>, inner: S, mut req: Request<Incoming>) -> Response<Body>
@@ -41,9 +40,7 @@ where
                 _ => "failure",
             };
             srv.metrics.authentication_attempts.with_label_values(&[result]).inc();
-            let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
-            super::discard_body(req, srv.options.max_body_bytes).await;
-            return response::error(&ApiError::unauthorized(), output);
+            return super::reject(req, srv.options.max_body_bytes, &ApiError::unauthorized()).await;
         }
     };
     req.extensions_mut().insert(user);

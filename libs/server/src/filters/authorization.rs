@@ -9,7 +9,7 @@ use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_auth::{Attributes, Decision, UserInfo};
 use tower::ServiceExt;
 
-use super::{filter, ErrorOutput};
+use super::filter;
 use crate::negotiation::Output;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -74,9 +74,7 @@ where
     let label = if denied.is_some() { "denied" } else { "allowed" };
     srv.metrics.authorization_decisions.with_label_values(&[label]).inc();
     if let Some(err) = denied {
-        let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
-        super::discard_body(req, srv.options.max_body_bytes).await;
-        return response::error(&err, output);
+        return super::reject(req, srv.options.max_body_bytes, &err).await;
     }
     match inner.oneshot(req).await {
         Ok(resp) => resp,

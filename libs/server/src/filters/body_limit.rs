@@ -4,8 +4,6 @@
 use std::convert::Infallible;
 use std::task::{Context, Poll};
 
-use std::time::Duration;
-
 use bytes::{Bytes, BytesMut};
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
@@ -20,8 +18,6 @@ use crate::response::{self, Body};
 /// How much of an oversize body is read and thrown away so the client, still sending, gets to
 /// read the 413 instead of a reset connection; past this the connection is closed.
 const DRAIN_MAX_BYTES: usize = 64 << 20;
-/// How long draining may take.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 enum ReadError {
     TooLarge,
@@ -41,19 +37,6 @@ async fn read_limited(body: &mut Incoming, max_bytes: usize) -> Result<Bytes, Re
         }
     }
     Ok(buf.freeze())
-}
-
-async fn drain(mut body: Incoming) {
-    let drained = async {
-        let mut seen = 0usize;
-        while let Some(Ok(frame)) = body.frame().await {
-            seen += frame.data_ref().map_or(0, |d| d.len());
-            if seen > DRAIN_MAX_BYTES {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drained).await;
 }
 
 /// Layer of [`BodyLimit`].
@@ -106,7 +89,7 @@ where
                 match read_limited(&mut body, max_bytes).await {
                     Ok(bytes) => bytes,
                     Err(ReadError::TooLarge) => {
-                        drain(body).await;
+                        super::drain_body(body, DRAIN_MAX_BYTES).await;
                         return Ok(response::error(&ApiError::too_large(max_bytes), output));
                     }
                     Err(ReadError::Io(e)) => {

@@ -125,9 +125,9 @@ fn impersonate(srv: &ApiServer, requestor: &UserInfo, wanted: &[Impersonation], 
         match want {
             Impersonation::User(name) => user.name = name.clone(),
             Impersonation::ServiceAccount { namespace, name } => {
-                user.name = kapi_auth::rbac::service_account_user(namespace, name);
+                user.name = kapi_auth::user::service_account_user(namespace, name);
                 if !groups_given {
-                    user.groups = vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{namespace}")];
+                    user.groups = kapi_auth::user::service_account_groups(namespace);
                 }
             }
             Impersonation::Group(g) => user.groups.push(g.clone()),
@@ -177,10 +177,7 @@ where
                     headers.remove(name);
                 }
             }
-            Err(e) => {
-                super::discard_body(req, srv.options.max_body_bytes).await;
-                return response::error(&e, output);
-            }
+            Err(e) => return super::reject(req, srv.options.max_body_bytes, &e).await,
         }
     }
     match inner.oneshot(req).await {

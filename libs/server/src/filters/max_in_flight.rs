@@ -13,10 +13,9 @@ use kapi_auth::UserInfo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
-use super::{filter, ErrorOutput};
-use crate::negotiation::Output;
+use super::filter;
 use crate::request_info::RequestInfo;
-use crate::response::{self, Body};
+use crate::response::Body;
 use crate::state::ApiServer;
 
 /// The two budgets; `None` is unlimited (a flag value of 0).
@@ -70,8 +69,8 @@ where
                 Some(Slot { _permit: permit, gauge })
             }
             Err(_) => {
-                let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
-                return response::error(&ApiError::too_many_requests("Too many requests, please try again later.", 1), output);
+                let err = ApiError::too_many_requests("Too many requests, please try again later.", 1);
+                return super::reject(req, srv.options.max_body_bytes, &err).await;
             }
         },
         _ => None,

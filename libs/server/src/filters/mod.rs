@@ -79,25 +79,33 @@ pub fn chain(
         .service(Router::new(srv))
 }
 
-/// Reads and drops what is left of a rejected request's body (at most `limit` bytes, for at
-/// most a second) before the rejection is answered. Answering first would drop the body unread,
-/// and over HTTP/2 that resets the stream while the client may still be sending: the client
-/// then sees a protocol error instead of the 401 or 403.
-pub(crate) async fn discard_body(req: Request<Incoming>, limit: usize) {
+/// How long reading and dropping an unwanted request body may take.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads and drops what is left of a request body the server will not use (at most `limit`
+/// bytes, for at most [`DRAIN_TIMEOUT`]). Answering without it would drop the body unread, and
+/// a client still sending then sees a reset (an HTTP/2 stream error, a broken HTTP/1.1
+/// connection) instead of the answer.
+pub(crate) async fn drain_body(mut body: Incoming, limit: usize) {
     use http_body_util::BodyExt;
-    let mut body = req.into_body();
-    let mut read = 0usize;
-    let drain = async {
+    let drained = async {
+        let mut seen = 0usize;
         while let Some(Ok(frame)) = body.frame().await {
-            if let Some(data) = frame.data_ref() {
-                read += data.len();
-                if read > limit {
-                    break;
-                }
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > limit {
+                break;
             }
         }
     };
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), drain).await;
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drained).await;
+}
+
+/// Answers a request a filter refuses before reading its body (401, 403, 429, ...): the error
+/// in the negotiated representation, after draining up to `body_limit` bytes of the body.
+pub(crate) async fn reject(req: Request<Incoming>, body_limit: usize, err: &kapi_apimachinery::ApiError) -> Response<Body> {
+    let output = req.extensions().get::<ErrorOutput>().map_or(Output::JSON, |o| o.0);
+    drain_body(req.into_body(), body_limit).await;
+    crate::response::error(err, output)
 }
 
 /// Takes the ready inner service out of `slot`, leaving a fresh clone: tower's rule for calling

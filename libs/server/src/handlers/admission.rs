@@ -53,14 +53,6 @@ fn only_gc_fields_changed(old: &Value, new: &Value) -> bool {
     strip(old) == strip(new)
 }
 
-/// The rights that using an aggregationRule requires: everything.
-fn full_authority() -> Vec<PolicyRule> {
-    vec![
-        PolicyRule { verbs: vec!["*".into()], api_groups: vec!["*".into()], resources: vec!["*".into()], ..PolicyRule::default() },
-        PolicyRule { verbs: vec!["*".into()], non_resource_urls: vec!["*".into()], ..PolicyRule::default() },
-    ]
-}
-
 impl EscalationGuard {
     fn privileged(&self) -> bool {
         self.user.in_group(kapi_auth::user::SYSTEM_MASTERS)
@@ -102,7 +94,7 @@ impl EscalationGuard {
                 self.rbac.confirm_no_escalation(&self.user, namespace, &rules).map_err(|e| self.forbidden(name, &e))?;
                 let aggregation = new.get("aggregationRule").filter(|a| !a.is_null());
                 let aggregation_changed = old.is_none_or(|old| old.get("aggregationRule").filter(|a| !a.is_null()) != aggregation);
-                if aggregation.is_some() && aggregation_changed && self.rbac.confirm_no_escalation(&self.user, "", &full_authority()).is_err() {
+                if aggregation.is_some() && aggregation_changed && self.rbac.confirm_no_escalation(&self.user, "", &PolicyRule::full_authority()).is_err() {
                     return Err(self.forbidden(name, "must have cluster-admin privileges to use the aggregationRule"));
                 }
                 Ok(())

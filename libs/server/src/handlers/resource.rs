@@ -179,7 +179,7 @@ async fn dispatch(
         return Err(ApiError::method_not_supported(&gr, &info.verb));
     }
     if matches!(spec.serving, Serving::Virtual) {
-        return reviews::create(srv, spec, info, query, output, content_type, caller, &body).await;
+        return reviews::create(srv, spec, info, output, content_type, caller, &body);
     }
     let name = info.name.as_str();
     let admit = admission::for_request(srv, spec, caller.user);
@@ -572,12 +572,7 @@ async fn patch(
     let manager = field_manager::manager(query, req.user_agent)?;
     if let PatchKind::Apply(schema) = kind {
         if query.get("fieldManager").is_none() {
-            return Err(ApiError::invalid(
-                "meta.k8s.io",
-                "PatchOptions",
-                "",
-                vec![kapi_apimachinery::Cause::required("fieldManager", "is required for apply patch")],
-            ));
+            return Err(invalid_patch_options(kapi_apimachinery::Cause::required("fieldManager", "is required for apply patch")));
         }
         let writer = field_manager::writer(spec, manager, subresource);
         return server_side_apply(srv, spec, strategy, ns, name, req, &schema, &writer, force, dry, mode).await;
@@ -611,14 +606,18 @@ fn parse_force(query: &Query, apply: bool) -> Result<bool, ApiError> {
         Some(other) => return Err(ApiError::bad_request(format!("force: invalid value {other:?}: must be true or false"))),
     };
     if force && !apply {
-        return Err(ApiError::invalid(
-            "meta.k8s.io",
-            "PatchOptions",
-            "",
-            vec![kapi_apimachinery::Cause::invalid("force", &Value::Bool(true), "may not be specified for non-apply patch")],
-        ));
+        return Err(invalid_patch_options(kapi_apimachinery::Cause::invalid(
+            "force",
+            &Value::Bool(true),
+            "may not be specified for non-apply patch",
+        )));
     }
     Ok(force)
+}
+
+/// kube's 422 for bad PatchOptions (`PatchOptions.meta.k8s.io "" is invalid: ...`).
+fn invalid_patch_options(cause: kapi_apimachinery::Cause) -> ApiError {
+    ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![cause])
 }
 
 /// Server-side apply: merges the applied configuration into the live object with ownership
@@ -828,11 +827,8 @@ async fn subresource(
             Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
         }
         ("token", "create") if spec.group.is_empty() && spec.resource == "serviceaccounts" => {
-            let Some(accounts) = &srv.service_accounts else {
-                return Err(ApiError::method_not_supported(&gr, &info.verb));
-            };
             let request = decode_body(content_type, &body)?;
-            let answer = accounts.token_request(&srv.rest, ns.unwrap_or_default(), name, request).await?;
+            let answer = srv.service_accounts.token_request(&srv.rest, ns.unwrap_or_default(), name, request).await?;
             Ok(response::object(StatusCode::CREATED, &answer, output))
         }
         ("binding", "create") if spec.group.is_empty() && spec.resource == "pods" => {

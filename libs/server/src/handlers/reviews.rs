@@ -15,7 +15,6 @@ use serde_json::{json, Map, Value};
 
 use crate::handlers::Caller;
 use crate::negotiation::{decode_body, Output};
-use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
 use crate::state::{ApiServer, AuthorizationMode};
@@ -23,12 +22,10 @@ use crate::state::{ApiServer, AuthorizationMode};
 type HandlerResult = Result<Response<Body>, ApiError>;
 
 /// POST of a review: decodes the body, answers with it and its status (201, as kube).
-#[allow(clippy::too_many_arguments)]
-pub async fn create(
+pub fn create(
     srv: &Arc<ApiServer>,
     spec: &'static ResourceSpec,
     info: &RequestInfo,
-    _query: &Query,
     output: Output,
     content_type: Option<&str>,
     caller: &Caller<'_>,
@@ -39,6 +36,9 @@ pub async fn create(
         return Err(ApiError::method_not_supported(&gr, &info.verb));
     }
     let mut review = decode_body(content_type, body)?;
+    if !review.get("metadata").is_some_and(Value::is_object) {
+        review["metadata"] = json!({});
+    }
     let expected = spec.api_version();
     let api_version = review.get("apiVersion").and_then(Value::as_str).unwrap_or(&expected).to_owned();
     let kind = review.get("kind").and_then(Value::as_str).unwrap_or(spec.kind).to_owned();
@@ -50,32 +50,22 @@ pub async fn create(
     let status = match spec.resource {
         "subjectaccessreviews" => subject_access_review(srv, &review, spec, None)?,
         "localsubjectaccessreviews" => subject_access_review(srv, &review, spec, Some(&info.namespace))?,
-        "selfsubjectaccessreviews" => self_subject_access_review(srv, &review, caller.user)?,
+        "selfsubjectaccessreviews" => decide(srv, &review_attributes(spec, &review, caller.user.clone(), false)?),
         "selfsubjectrulesreviews" => self_subject_rules_review(srv, &review, caller.user)?,
         "selfsubjectreviews" => {
-            if let Some(meta) = review.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.insert("creationTimestamp".into(), Value::String(kapi_apimachinery::time::now_rfc3339()));
-            } else {
-                review["metadata"] = json!({"creationTimestamp": kapi_apimachinery::time::now_rfc3339()});
-            }
+            review["metadata"]["creationTimestamp"] = Value::String(kapi_apimachinery::time::now_rfc3339());
             json!({"userInfo": user_info_json(caller.user)})
         }
-        "tokenreviews" => match &srv.service_accounts {
-            Some(accounts) => {
-                if review.pointer("/spec/token").and_then(Value::as_str).is_none_or(str::is_empty) {
-                    return Err(invalid(spec, &review, vec![Cause::required("spec.token", "")]));
-                }
-                accounts.token_review(&review)
+        "tokenreviews" => {
+            if review.pointer("/spec/token").and_then(Value::as_str).is_none_or(str::is_empty) {
+                return Err(invalid(spec, &review, vec![Cause::required("spec.token", "")]));
             }
-            None => return Err(ApiError::method_not_supported(&gr, &info.verb)),
-        },
+            srv.service_accounts.token_review(&review)
+        }
         _ => return Err(ApiError::method_not_supported(&gr, &info.verb)),
     };
     review["apiVersion"] = Value::String(expected);
     review["kind"] = Value::String(spec.kind.to_owned());
-    if review.get("metadata").is_none_or(Value::is_null) {
-        review["metadata"] = json!({});
-    }
     review["status"] = status;
     Ok(response::object(StatusCode::CREATED, &review, output))
 }
@@ -208,23 +198,7 @@ fn subject_access_review(srv: &ApiServer, review: &Value, spec: &ResourceSpec, u
             ));
         }
     }
-    let attrs = review_attributes(spec, review, spec_user(review), true)?;
-    Ok(decide(srv, &attrs))
-}
-
-fn self_subject_access_review(srv: &ApiServer, review: &Value, user: &UserInfo) -> Result<Value, ApiError> {
-    let spec = kapi_registry::catalog::find("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
-        .ok_or_else(|| ApiError::internal("selfsubjectaccessreviews missing from the catalog"))?;
-    let attrs = review_attributes(spec, review, user.clone(), false)?;
-    Ok(decide(srv, &attrs))
-}
-
-fn star_rules() -> (Vec<PolicyRule>, Vec<PolicyRule>) {
-    let star = || vec!["*".to_owned()];
-    (
-        vec![PolicyRule { verbs: star(), api_groups: star(), resources: star(), ..PolicyRule::default() }],
-        vec![PolicyRule { verbs: star(), non_resource_urls: star(), ..PolicyRule::default() }],
-    )
+    Ok(decide(srv, &review_attributes(spec, review, spec_user(review), true)?))
 }
 
 /// SelfSubjectRulesReview: what the caller may do in `spec.namespace`, from every authorization
@@ -249,17 +223,11 @@ fn self_subject_rules_review(srv: &ApiServer, review: &Value, user: &UserInfo) -
         }
     };
     if user.in_group(kapi_auth::user::SYSTEM_MASTERS) {
-        let (r, n) = star_rules();
-        add(r);
-        add(n);
+        add(PolicyRule::full_authority());
     }
     for mode in &srv.authorization_modes {
         match mode {
-            AuthorizationMode::AlwaysAllow => {
-                let (r, n) = star_rules();
-                add(r);
-                add(n);
-            }
+            AuthorizationMode::AlwaysAllow => add(PolicyRule::full_authority()),
             AuthorizationMode::AlwaysDeny => {}
             AuthorizationMode::Rbac => {
                 if let Some(rbac) = &srv.rbac {
