@@ -21,9 +21,8 @@ use kapi_auth::{
 };
 use kapi_registry::catalog::{self, Serving};
 use kapi_registry::rest::RestStore;
-use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
 use kapi_storage::DynStore;
-use kapi_watch::{CacheConfig, CacheSet};
+use kapi_watch::{CacheConfig, CacheSet, NatsConfig, NatsFanout};
 
 use crate::metrics::Metrics;
 use crate::service_accounts::{CachedObjects, ServiceAccounts};
@@ -82,6 +81,20 @@ pub struct Options {
     pub requestheader_client_ca_file: Option<PathBuf>,
     /// The other `--requestheader-*` flags.
     pub requestheader: RequestHeaderConfig,
+    /// `--storage-backend`.
+    pub storage_backend: crate::storage::StorageBackend,
+    /// `--fdb-cluster-file`: FoundationDB's cluster file (its default location when absent).
+    pub fdb_cluster_file: Option<PathBuf>,
+    /// `--fdb-directory`: the FoundationDB subspace of this kapi cluster, so several share one
+    /// FoundationDB.
+    pub fdb_directory: String,
+    /// `--nats-url`: replicas wake each other through NATS; without it they poll the store.
+    pub nats_url: Option<String>,
+    /// `--nats-subject`: the subject this kapi cluster's replicas share.
+    pub nats_subject: String,
+    /// `--storage-poll-interval`: how often the store is polled for other replicas' commits
+    /// (default [`crate::storage::POLL_WITHOUT_NATS`], or [`crate::storage::POLL_WITH_NATS`]).
+    pub storage_poll_interval: Option<Duration>,
 }
 
 /// The default `--service-account-issuer` (kubeadm's).
@@ -117,6 +130,12 @@ impl Default for Options {
             service_account_max_token_expiration: Duration::ZERO,
             requestheader_client_ca_file: None,
             requestheader: RequestHeaderConfig::default(),
+            storage_backend: crate::storage::StorageBackend::Sqlite,
+            fdb_cluster_file: None,
+            fdb_directory: "kapi".into(),
+            nats_url: None,
+            nats_subject: "kapi.revisions".into(),
+            storage_poll_interval: None,
         }
     }
 }
@@ -252,16 +271,7 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         front_proxy: front_proxy_ca.as_deref().map(tls::ClientChainVerifier::new).transpose()?,
     };
     let credentials = load_credentials(opts)?;
-
-    // Compact at least as often as the window is long, so a short window (tests, small
-    // deployments) really bounds the log; never more than once a second.
-    let defaults = SqliteConfig::default();
-    let sqlite_config = SqliteConfig {
-        retention: opts.compaction_window,
-        compaction_interval: defaults.compaction_interval.min(opts.compaction_window).max(Duration::from_secs(1)),
-        ..defaults
-    };
-    let store: DynStore = SqliteStore::open(&opts.data_dir.join("kapi.db"), sqlite_config)?;
+    let store = crate::storage::open(opts)?;
     Ok(Prepared { pki, tls_config, client_chains, store, credentials })
 }
 
@@ -280,7 +290,19 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         blocking(move || prepare(&opts)).await?
     };
     let caches = CacheSet::start(store.clone(), cached_prefixes(), CacheConfig { window: opts.watch_cache_size, ..CacheConfig::default() }).await?;
-    let rest = RestStore::new(store, caches.clone());
+    let fanout = match &opts.nats_url {
+        Some(url) => {
+            let config = NatsConfig { url: url.clone(), subject: opts.nats_subject.clone(), repair_interval: crate::storage::POLL_WITH_NATS };
+            Some(NatsFanout::start(config, store.clone(), caches.clone()).await.map_err(|e| StartError::Config(e.to_string()))?)
+        }
+        None => None,
+    };
+    // Writes go through the announcing store, so other replicas hear of each commit at once.
+    let writes = match &fanout {
+        Some(f) => f.announcing(store),
+        None => store,
+    };
+    let rest = RestStore::new(writes, caches.clone());
 
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(opts.bind_address, opts.secure_port))
         .await
@@ -359,6 +381,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         lifecycle: Lifecycle::new(),
         openapi,
         in_flight: crate::filters::max_in_flight::InFlightLimits::new(opts.max_requests_inflight, opts.max_mutating_requests_inflight),
+        fanout,
     });
 
     bootstrap::run(&rest, local.port()).await.map_err(StartError::Bootstrap)?;

@@ -93,7 +93,10 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
             .unwrap_or_else(|| response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8")),
         "/version" => response::object(StatusCode::OK, &system::version(), Output::JSON),
         OPENID_CONFIG_PATH | JWKS_PATH => oidc_document(srv, path, is_get),
-        "/metrics" => response::text(StatusCode::OK, srv.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"),
+        "/metrics" => {
+            srv.metrics.set_replication(&srv.rest.caches().lag(), srv.fanout.as_ref().map(|f| f.stats()).as_ref());
+            response::text(StatusCode::OK, srv.metrics.render(), "text/plain; version=0.0.4; charset=utf-8")
+        }
         p if p == "/healthz" || p == "/livez" || p == "/readyz" || p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
             system::health(srv, p, &query).await
         }

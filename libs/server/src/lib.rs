@@ -22,6 +22,7 @@ pub mod response;
 pub mod serve;
 pub mod service_accounts;
 pub mod state;
+pub mod storage;
 pub mod tls;
 pub mod transform;
 pub mod watch_stream;

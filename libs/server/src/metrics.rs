@@ -1,7 +1,7 @@
 //! Prometheus metrics under kube-apiserver's names and labels, so existing dashboards and
 //! alerts work unchanged.
 
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// kube-apiserver's request duration buckets.
 const DURATION_BUCKETS: &[f64] =
@@ -24,6 +24,68 @@ pub struct Metrics {
     pub authentication_attempts: IntCounterVec,
     /// `apiserver_authorization_decisions_total{decision}`: allowed or denied.
     pub authorization_decisions: IntCounterVec,
+    replication: Replication,
+}
+
+/// How this replica follows the shared store, refreshed at each scrape.
+#[derive(Clone)]
+struct Replication {
+    lag_revisions: IntGauge,
+    lag_seconds: Gauge,
+    applied: IntGauge,
+    nats_connected: IntGauge,
+    nats_reconnects: IntCounter,
+    repairs: IntCounter,
+    hints_published: IntCounter,
+    hints_received: IntCounter,
+}
+
+impl Replication {
+    fn new() -> Self {
+        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("metric definition");
+        let counter = |name: &str, help: &str| IntCounter::new(name, help).expect("metric definition");
+        Self {
+            lag_revisions: gauge(
+                "kapi_watch_cache_follower_lag_revisions",
+                "Revisions this replica's watch caches trail the newest commit it knows of (an event count on SQLite).",
+            ),
+            lag_seconds: Gauge::new(
+                "kapi_watch_cache_follower_lag_seconds",
+                "How long this replica's watch caches have trailed the newest commit it knows of (0 when caught up).",
+            )
+            .expect("metric definition"),
+            applied: gauge("kapi_watch_cache_applied_revision", "Store revision up to which this replica's watch caches have applied the change log."),
+            nats_connected: gauge("kapi_nats_connected", "1 while this replica is connected to NATS (0 without --nats-url or while disconnected)."),
+            nats_reconnects: counter("kapi_nats_reconnects_total", "Connections to NATS re-established after a loss."),
+            repairs: counter(
+                "kapi_watch_cache_repairs_total",
+                "Times commits reached the change log without a NATS hint announcing them, and were read from the log.",
+            ),
+            hints_published: counter("kapi_nats_hints_published_total", "Commit hints this replica published to NATS."),
+            hints_received: counter("kapi_nats_hints_received_total", "Commit hints this replica received from NATS (its own included)."),
+        }
+    }
+
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![
+            Box::new(self.lag_revisions.clone()),
+            Box::new(self.lag_seconds.clone()),
+            Box::new(self.applied.clone()),
+            Box::new(self.nats_connected.clone()),
+            Box::new(self.nats_reconnects.clone()),
+            Box::new(self.repairs.clone()),
+            Box::new(self.hints_published.clone()),
+            Box::new(self.hints_received.clone()),
+        ]
+    }
+}
+
+/// Raises a counter to a total kept elsewhere (counters only go up).
+fn raise_to(counter: &IntCounter, total: u64) {
+    let now = counter.get();
+    if total > now {
+        counter.inc_by(total - now);
+    }
 }
 
 /// The labels of one request, as kube-apiserver's `MonitorRequest` fills them.
@@ -92,7 +154,25 @@ impl Metrics {
         ] {
             registry.register(c).expect("unique metric names");
         }
-        Self { registry, requests, duration, long_running, inflight, authentication_attempts, authorization_decisions }
+        let replication = Replication::new();
+        for c in replication.collectors() {
+            registry.register(c).expect("unique metric names");
+        }
+        Self { registry, requests, duration, long_running, inflight, authentication_attempts, authorization_decisions, replication }
+    }
+
+    /// Copies the follower's lag and the NATS counters into the registry (before a scrape).
+    pub fn set_replication(&self, lag: &kapi_watch::FollowerLag, nats: Option<&kapi_watch::FanoutStats>) {
+        let r = &self.replication;
+        r.lag_revisions.set(i64::try_from(lag.revisions).unwrap_or(i64::MAX));
+        r.lag_seconds.set(lag.seconds);
+        r.applied.set(i64::try_from(lag.applied).unwrap_or(i64::MAX));
+        let nats = nats.copied().unwrap_or_default();
+        r.nats_connected.set(i64::from(nats.connected));
+        raise_to(&r.nats_reconnects, nats.reconnects);
+        raise_to(&r.repairs, nats.repairs);
+        raise_to(&r.hints_published, nats.published);
+        raise_to(&r.hints_received, nats.received);
     }
 
     /// Records one finished request.

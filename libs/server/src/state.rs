@@ -145,4 +145,7 @@ pub struct ApiServer {
     pub openapi: Arc<kapi_openapi::OpenApi>,
     /// `--max-requests-inflight` / `--max-mutating-requests-inflight` budgets.
     pub in_flight: crate::filters::max_in_flight::InFlightLimits,
+    /// NATS wake-ups across replicas (`--nats-url`); None follows other replicas' commits by
+    /// polling the store.
+    pub fanout: Option<kapi_watch::NatsFanout>,
 }

@@ -1,5 +1,6 @@
 //! Watch caches: one log follower per store feeds one cache per resource, which serves
 //! watches, cached lists and consistent reads, and fans events out to watchers in process.
+//! Across replicas, [`NatsFanout`] wakes each replica's follower when another one commits.
 //!
 //! Guarantees, per watcher: events in revision order, each exactly once, no gap between
 //! history (replay or initial state) and live events. A watcher that falls behind is cut off
@@ -15,6 +16,7 @@ mod cache;
 mod config;
 mod error;
 mod event;
+mod fanout;
 mod set;
 #[cfg(test)]
 mod testing;
@@ -26,6 +28,7 @@ pub use error::WatchError;
 pub use event::{
     CachedEvent, CachedObject, EventType, Filter, MediaSlot, TerminateReason, WatchItem,
 };
+pub use fanout::{FanoutError, FanoutStats, NatsConfig, NatsFanout};
 pub use kapi_storage::Revision;
-pub use set::CacheSet;
+pub use set::{CacheSet, FollowerLag};
 pub use watcher::{WatchStart, Watcher};

@@ -1,8 +1,9 @@
 //! The caches of one store and the task that follows its change log.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kapi_storage::{DynStore, Event, KeyValue, ListOptions, Revision, StorageError};
 use tokio::sync::watch;
@@ -14,6 +15,19 @@ use crate::event::decode_object;
 
 /// How often a snapshot load is retried when compaction overtakes it.
 const LOAD_ATTEMPTS: usize = 5;
+/// How long start-up may take to replay the retained log into the caches.
+const START_CATCH_UP: Duration = Duration::from_secs(300);
+
+/// Where a (re)load takes its snapshot.
+#[derive(Clone, Copy)]
+enum Start {
+    /// At the compaction horizon, so the follower replays every retained event into the
+    /// windows (start-up).
+    Horizon,
+    /// At the current revision (reload after compaction overtook the follower: watchers end
+    /// with Expired anyway).
+    Current,
+}
 
 /// State shared by the handle and the follower task.
 struct Core {
@@ -21,7 +35,68 @@ struct Core {
     caches: Vec<Arc<ResourceCache>>,
     config: CacheConfig,
     applied: watch::Sender<Revision>,
+    /// The highest revision anyone (a NATS hint, a reader waiting for consistency) says is
+    /// committed; the follower reads the log as soon as it exceeds what it has applied.
+    hints: watch::Sender<Revision>,
+    lag: LagTracker,
     shutdown: watch::Sender<bool>,
+}
+
+/// How far the follower trails what it knows to be committed, for the lag metrics.
+#[derive(Default)]
+struct LagTracker {
+    known: AtomicU64,
+    behind_since: Mutex<Option<Instant>>,
+}
+
+impl LagTracker {
+    /// Something says `rev` is committed while the follower has applied `applied`.
+    fn learned(&self, rev: Revision, applied: Revision) {
+        let known = self.known.fetch_max(rev, Ordering::SeqCst).max(rev);
+        if known > applied {
+            let mut since = self.behind_since.lock().unwrap_or_else(|p| p.into_inner());
+            since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// The follower reached `applied`; when `drained` (the log had nothing more) whatever it
+    /// was told beyond that was not in the log yet, so it is not lag either.
+    fn reached(&self, applied: Revision, drained: bool) {
+        let mut known = self.known.load(Ordering::SeqCst);
+        if drained && known > applied {
+            // Keep a newer claim that arrived while the log was read.
+            let _ = self.known.compare_exchange(known, applied, Ordering::SeqCst, Ordering::SeqCst);
+            known = self.known.load(Ordering::SeqCst);
+        }
+        if known <= applied {
+            *self.behind_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+
+    fn snapshot(&self, applied: Revision) -> FollowerLag {
+        let known = self.known.load(Ordering::SeqCst).max(applied);
+        let since = *self.behind_since.lock().unwrap_or_else(|p| p.into_inner());
+        FollowerLag {
+            applied,
+            known,
+            revisions: known - applied,
+            seconds: if known > applied { since.map_or(0.0, |s| s.elapsed().as_secs_f64()) } else { 0.0 },
+        }
+    }
+}
+
+/// How far this process's caches trail the store, as the follower lag metrics report it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FollowerLag {
+    /// Revision the caches have applied.
+    pub applied: Revision,
+    /// Highest revision known to be committed (store notifications, NATS hints, readers).
+    pub known: Revision,
+    /// `known - applied`: a revision distance (contiguous revisions on SQLite make it an event
+    /// count; FoundationDB's versionstamps do not).
+    pub revisions: Revision,
+    /// How long the caches have trailed `known` (0 when caught up).
+    pub seconds: f64,
 }
 
 /// All resource caches of one store plus the log follower that feeds them.
@@ -40,7 +115,12 @@ impl std::fmt::Debug for CacheSet {
 }
 
 impl CacheSet {
-    /// Loads every prefix from one store snapshot, then follows the log (spawned task).
+    /// Loads every prefix from a store snapshot at the compaction horizon and replays the log
+    /// from there, so that this process's event windows reach as far back as the store's log
+    /// (bounded by `config.window` per resource): a watch that resumes here after its replica
+    /// went away finds its history even if this replica just started. Returns once the caches
+    /// have caught up with the revision that was current at the call; the follower then keeps
+    /// them current.
     pub async fn start(
         store: DynStore,
         prefixes: Vec<String>,
@@ -56,18 +136,44 @@ impl CacheSet {
             by_prefix.insert(prefix, cache.clone());
             caches.push(cache);
         }
-        let revision = load(&store, &caches, config.load_page).await?;
+        let target = store.current_revision().await?;
+        let revision = load(&store, &caches, config.load_page, Start::Horizon).await?;
         let (applied, _) = watch::channel(revision);
+        let (hints, _) = watch::channel(target);
         let (shutdown, _) = watch::channel(false);
         let core = Arc::new(Core {
             store,
             caches,
             config,
             applied,
+            hints,
+            lag: LagTracker::default(),
             shutdown,
         });
+        core.lag.learned(target, revision);
         tokio::spawn(follow(core.clone(), revision));
-        Ok(Arc::new(CacheSet { core, by_prefix }))
+        let set = Arc::new(CacheSet { core, by_prefix });
+        set.wait_for(target, START_CATCH_UP).await?;
+        Ok(set)
+    }
+
+    /// Tells the follower that `rev` is committed (a NATS hint from another replica): it reads
+    /// the log now instead of at its next poll. Claims beyond the log cost one empty read.
+    pub fn hint(&self, rev: Revision) {
+        let applied = self.revision();
+        self.core.lag.learned(rev, applied);
+        if rev > applied {
+            self.core.hints.send_if_modified(|h| {
+                let newer = rev > *h;
+                *h = (*h).max(rev);
+                newer
+            });
+        }
+    }
+
+    /// How far the caches trail what this process knows to be committed.
+    pub fn lag(&self) -> FollowerLag {
+        self.core.lag.snapshot(self.revision())
     }
 
     /// The cache of one resource, by the exact prefix it was started with.
@@ -80,8 +186,13 @@ impl CacheSet {
         *self.core.applied.borrow()
     }
 
-    /// Waits until the follower has applied `rev` (consistent reads from cache).
+    /// Waits until the follower has applied `rev` (consistent reads from cache). A revision
+    /// beyond the caches is a commit this process has not heard of yet (another replica's), so
+    /// the follower is told to read the log at once rather than at its next poll.
     pub async fn wait_for(&self, rev: Revision, timeout: Duration) -> Result<(), WatchError> {
+        if rev > self.revision() {
+            self.hint(rev);
+        }
         let mut applied = self.core.applied.subscribe();
         let mut shutdown = self.core.shutdown.subscribe();
         let reached = async {
@@ -118,11 +229,16 @@ async fn load(
     store: &DynStore,
     caches: &[Arc<ResourceCache>],
     page: usize,
+    start: Start,
 ) -> Result<Revision, WatchError> {
     let mut attempt = 0;
     let (revision, lists) = loop {
         attempt += 1;
-        match read_snapshot(store, caches, page.max(1)).await {
+        let at = match start {
+            Start::Current => None,
+            Start::Horizon => Some(store.compacted_revision().await?),
+        };
+        match read_snapshot(store, caches, page.max(1), at).await {
             Ok(found) => break found,
             Err(StorageError::Compacted { .. }) if attempt < LOAD_ATTEMPTS => continue,
             Err(e) => return Err(e.into()),
@@ -155,12 +271,18 @@ async fn load(
     Ok(revision)
 }
 
+/// Lists every prefix at revision `at` (None: the current one), page by page on one snapshot.
+/// Revision 0 is the empty store before its first write.
 async fn read_snapshot(
     store: &DynStore,
     caches: &[Arc<ResourceCache>],
     page: usize,
+    at: Option<Revision>,
 ) -> Result<(Revision, Vec<Vec<KeyValue>>), StorageError> {
-    let mut pinned: Option<Revision> = None;
+    if at == Some(0) {
+        return Ok((0, caches.iter().map(|_| Vec::new()).collect()));
+    }
+    let mut pinned: Option<Revision> = at;
     let mut lists = Vec::with_capacity(caches.len());
     for cache in caches {
         let mut items = Vec::new();
@@ -221,7 +343,7 @@ async fn apply_batch(core: &Arc<Core>, events: Vec<Event>) -> Result<Revision, S
 }
 
 async fn reload(core: &Arc<Core>) -> Result<Revision, WatchError> {
-    let revision = load(&core.store, &core.caches, core.config.load_page).await?;
+    let revision = load(&core.store, &core.caches, core.config.load_page, Start::Current).await?;
     core.applied.send_if_modified(|a| {
         let changed = revision > *a;
         *a = (*a).max(revision);
@@ -250,24 +372,32 @@ async fn reload_or_pause(core: &Arc<Core>, applied: Revision, shutdown: &mut wat
     }
 }
 
-/// The log follower: woken by the store's commit notifications, reads the log in batches
-/// until caught up; reloads everything when compaction overtakes it.
+/// The log follower: woken by the store's commit notifications (its own commits, and other
+/// processes' commits noticed by polling) and by hints (NATS, readers waiting for a revision),
+/// reads the log in batches until caught up; reloads everything when compaction overtakes it.
+/// Whatever woke it, events come from the log only, so every watcher sees each event once, in
+/// revision order, however hints are lost, duplicated or reordered.
 async fn follow(core: Arc<Core>, mut applied: Revision) {
     let mut notify = core.store.subscribe();
+    let mut hints = core.hints.subscribe();
     let mut shutdown = core.shutdown.subscribe();
     let batch = core.config.log_batch.max(1);
     loop {
         if *shutdown.borrow() {
             return;
         }
-        notify.borrow_and_update();
+        let told = (*notify.borrow_and_update()).max(*hints.borrow_and_update());
+        core.lag.learned(told, applied);
         loop {
             let read = tokio::select! {
                 r = core.store.read_log(applied, batch) => r,
                 _ = shutdown.wait_for(|s| *s) => return,
             };
             match read {
-                Ok(events) if events.is_empty() => break,
+                Ok(events) if events.is_empty() => {
+                    core.lag.reached(applied, true);
+                    break;
+                }
                 Ok(events) => {
                     let full = events.len() >= batch;
                     match apply_batch(&core, events).await {
@@ -282,6 +412,8 @@ async fn follow(core: Arc<Core>, mut applied: Revision) {
                         }
                     }
                     if !full {
+                        // A short batch was everything the log held when it was read.
+                        core.lag.reached(applied, true);
                         break;
                     }
                 }
@@ -307,6 +439,7 @@ async fn follow(core: Arc<Core>, mut applied: Revision) {
         }
         let notifier_alive = tokio::select! {
             r = notify.changed() => r.is_ok(),
+            r = hints.changed() => r.is_ok(),
             _ = shutdown.wait_for(|s| *s) => return,
         };
         // A store that dropped its notifier is polled at the backoff pace instead.

@@ -104,6 +104,27 @@ struct Cli {
     /// Header prefixes carrying extra user attributes.
     #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
     requestheader_extra_headers_prefix: Vec<String>,
+    /// Where objects live: sqlite (one file in --data-dir, shareable by replicas on one host) or
+    /// fdb (FoundationDB; needs a build with the fdb feature).
+    #[arg(long, default_value = "sqlite")]
+    storage_backend: kapi_server::storage::StorageBackend,
+    /// FoundationDB cluster file (--storage-backend=fdb); FoundationDB's default when absent.
+    #[arg(long)]
+    fdb_cluster_file: Option<PathBuf>,
+    /// FoundationDB directory holding this kapi cluster's keys, so several share one database.
+    #[arg(long, default_value = "kapi")]
+    fdb_directory: String,
+    /// NATS server(s) replicas use to wake each other after commits (comma-separated URLs).
+    /// Without it, replicas notice each other's writes by polling the store.
+    #[arg(long)]
+    nats_url: Option<String>,
+    /// NATS subject shared by the replicas of this kapi cluster.
+    #[arg(long, default_value = "kapi.revisions")]
+    nats_subject: String,
+    /// How often the store is polled for commits by other replicas (Go duration); 100ms
+    /// without --nats-url, 1s with it (a safety net under the NATS hints).
+    #[arg(long, value_parser = parse_go_duration)]
+    storage_poll_interval: Option<Duration>,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -200,6 +221,12 @@ fn main() -> ExitCode {
             group_headers: cli.requestheader_group_headers,
             extra_header_prefixes: cli.requestheader_extra_headers_prefix,
         },
+        storage_backend: cli.storage_backend,
+        fdb_cluster_file: cli.fdb_cluster_file,
+        fdb_directory: cli.fdb_directory,
+        nats_url: cli.nats_url,
+        nats_subject: cli.nats_subject,
+        storage_poll_interval: cli.storage_poll_interval,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

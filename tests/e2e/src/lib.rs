@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod nats;
 mod process;
 
 use std::fs::{File, OpenOptions};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
 
 /// How long the server may take to print its "Serving securely on" line.
@@ -230,6 +232,8 @@ type LogSink = Arc<Mutex<File>>;
 /// removes the data dir; when the current thread is panicking the log is printed first.
 pub struct Kapi {
     dir: TempDir,
+    /// A data dir shared with other replicas (None: `dir/data`, private).
+    shared_data: Option<PathBuf>,
     args: Vec<String>,
     child: Option<Child>,
     port: u16,
@@ -249,6 +253,27 @@ impl Kapi {
         let log_path = dir.path().join("kapi.log");
         let mut kapi = Self {
             dir,
+            shared_data: None,
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            child: None,
+            port: 0,
+            log_path,
+            pumps: Vec::new(),
+        };
+        kapi.spawn()?;
+        Ok(kapi)
+    }
+
+    /// Starts a replica on `data_dir`, which other replicas may share (the first one creates
+    /// the database and the certificates). The replica keeps its own log and its own admin
+    /// kubeconfig pointing at its port, since the one in `data_dir` names whichever replica
+    /// wrote it last.
+    pub fn start_replica(data_dir: &Path, args: &[&str]) -> Result<Self, HarnessError> {
+        let dir = tempfile::Builder::new().prefix("kapi-replica-").tempdir().map_err(io_err("creating the replica dir"))?;
+        let log_path = dir.path().join("kapi.log");
+        let mut kapi = Self {
+            dir,
+            shared_data: Some(data_dir.to_owned()),
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
             port: 0,
@@ -269,7 +294,16 @@ impl Kapi {
     }
 
     fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.shared_data.clone().unwrap_or_else(|| self.dir.path().join("data"))
+    }
+
+    /// Writes this replica's own admin kubeconfig (shared data dirs only).
+    fn write_replica_kubeconfig(&self) {
+        if self.shared_data.is_some() {
+            let pki = self.pki_dir();
+            let admin = Credential::Cert { cert: pki.join("admin.crt"), key: pki.join("admin.key") };
+            self.kubeconfig_for("admin", &admin);
+        }
     }
 
     fn spawn(&mut self) -> Result<(), HarnessError> {
@@ -317,6 +351,7 @@ impl Kapi {
                             .and_then(|p| p.parse::<u16>().ok())
                             .ok_or_else(|| HarnessError::BadReadyLine(line.clone()))?;
                         self.port = port;
+                        self.write_replica_kubeconfig();
                         return Ok(());
                     }
                 }
@@ -358,7 +393,16 @@ impl Kapi {
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
-        self.data_dir().join("kubeconfig")
+        match self.shared_data {
+            Some(_) => self.dir.path().join("kubeconfig-admin"),
+            None => self.data_dir().join("kubeconfig"),
+        }
+    }
+
+    /// Where this server answers, detached from the process handle so that client threads can
+    /// keep using it while the test restarts or kills the server.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint { url: self.url(), pki: self.pki_dir(), scratch: self.dir.path().to_owned() }
     }
 
     pub fn pki_dir(&self) -> PathBuf {
@@ -523,45 +567,7 @@ impl Kapi {
     }
 
     pub fn try_request(&self, req: &Request) -> Result<HttpResponse, HarnessError> {
-        let pki = self.pki_dir();
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--max-time", "30", "-X", &req.method, "-w", "\n%{http_code}"])
-            .arg("--cacert")
-            .arg(pki.join("ca.crt"));
-        if let Some((cert, key)) = &req.other_cert {
-            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
-        } else if req.client_cert {
-            cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
-        }
-        if let Some(accept) = &req.accept {
-            cmd.arg("-H").arg(format!("Accept: {accept}"));
-        }
-        if let Some(ct) = &req.content_type {
-            cmd.arg("-H").arg(format!("Content-Type: {ct}"));
-        }
-        for (name, value) in &req.headers {
-            cmd.arg("-H").arg(format!("{name}: {value}"));
-        }
-        let body_file = match &req.body {
-            Some(body) => {
-                let f = tempfile::NamedTempFile::new_in(self.dir.path()).map_err(io_err("creating a body file"))?;
-                std::fs::write(f.path(), body).map_err(io_err("writing a body file"))?;
-                cmd.arg("--data-binary").arg(format!("@{}", f.path().display()));
-                Some(f)
-            }
-            None => None,
-        };
-        cmd.arg(format!("{}{}", self.url(), req.path));
-        let out = run_with_timeout(&mut cmd, COMMAND_TIMEOUT)?;
-        drop(body_file);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (raw, code) = match text.rsplit_once('\n') {
-            Some((raw, code)) => (raw.to_owned(), code.trim().to_owned()),
-            None => (String::new(), text.trim().to_owned()),
-        };
-        let status = code.parse::<u16>().unwrap_or(0);
-        let body = serde_json::from_str(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
-        Ok(HttpResponse { status, body, raw })
+        self.endpoint().try_request(req)
     }
 
     /// An HTTP/1.1 GET through curl keeping the response headers (lowercased), for checks on
@@ -599,6 +605,62 @@ impl Kapi {
         assert_eq!(r.status, 200, "GET {path}: {}", r.raw);
         r.body
     }
+}
+
+/// A server's address and the admin credentials to reach it, usable from any thread.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// The PKI directory (ca.crt, admin.crt, admin.key).
+    pub pki: PathBuf,
+    scratch: PathBuf,
+}
+
+impl Endpoint {
+    /// One HTTPS request through curl; status 0 when no answer came (connection refused).
+    pub fn try_request(&self, req: &Request) -> Result<HttpResponse, HarnessError> {
+        let pki = &self.pki;
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "30", "-X", &req.method, "-w", "\n%{http_code}"])
+            .arg("--cacert")
+            .arg(pki.join("ca.crt"));
+        if let Some((cert, key)) = &req.other_cert {
+            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+        } else if req.client_cert {
+            cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
+        }
+        if let Some(accept) = &req.accept {
+            cmd.arg("-H").arg(format!("Accept: {accept}"));
+        }
+        if let Some(ct) = &req.content_type {
+            cmd.arg("-H").arg(format!("Content-Type: {ct}"));
+        }
+        for (name, value) in &req.headers {
+            cmd.arg("-H").arg(format!("{name}: {value}"));
+        }
+        let body_file = match &req.body {
+            Some(body) => {
+                let f = tempfile::NamedTempFile::new_in(&self.scratch).map_err(io_err("creating a body file"))?;
+                std::fs::write(f.path(), body).map_err(io_err("writing a body file"))?;
+                cmd.arg("--data-binary").arg(format!("@{}", f.path().display()));
+                Some(f)
+            }
+            None => None,
+        };
+        cmd.arg(format!("{}{}", self.url, req.path));
+        let out = run_with_timeout(&mut cmd, COMMAND_TIMEOUT)?;
+        drop(body_file);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (raw, code) = match text.rsplit_once('\n') {
+            Some((raw, code)) => (raw.to_owned(), code.trim().to_owned()),
+            None => (String::new(), text.trim().to_owned()),
+        };
+        let status = code.parse::<u16>().unwrap_or(0);
+        let body = serde_json::from_str(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
+        Ok(HttpResponse { status, body, raw })
+    }
+
 }
 
 impl Drop for Kapi {

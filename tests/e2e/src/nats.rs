@@ -1,0 +1,95 @@
+//! A real nats-server (JetStream on) on a free loopback port, stopped by its PID.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::{io_err, which, HarnessError};
+
+/// How long nats-server may take to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A nats-server process; dropping it kills the process.
+pub struct NatsServer {
+    dir: TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl NatsServer {
+    /// Starts `nats-server -js` on a free port (scripts/test.sh installs the pinned build).
+    pub fn start() -> Result<Self, HarnessError> {
+        let dir = tempfile::Builder::new().prefix("kapi-nats-").tempdir().map_err(io_err("creating the NATS dir"))?;
+        let port = free_port()?;
+        let mut nats = Self { dir, port, child: None };
+        nats.spawn()?;
+        Ok(nats)
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, as a crash or an OOM kill would end it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and storage directory.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        self.kill();
+        self.spawn()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("nats.log")
+    }
+
+    fn spawn(&mut self) -> Result<(), HarnessError> {
+        let bin = which("nats-server")?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_err(io_err("opening the NATS log"))?;
+        let err = log.try_clone().map_err(io_err("cloning the NATS log handle"))?;
+        let child = Command::new(bin)
+            .args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"])
+            .arg(self.dir.path().join("jetstream"))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(io_err("spawning nats-server"))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        Err(HarnessError::StartTimeout { timeout: START_TIMEOUT, log: std::fs::read_to_string(self.log_path()).unwrap_or_default() })
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A port nothing listens on right now (the kernel's pick; it may be taken again before use,
+/// which the caller's start-up check would reveal).
+pub fn free_port() -> Result<u16, HarnessError> {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(io_err("binding a probe port"))?;
+    Ok(listener.local_addr().map_err(io_err("reading the probe port"))?.port())
+}

@@ -1,0 +1,497 @@
+//! Several kapi replicas sharing one SQLite file, with a real nats-server (JetStream on) for
+//! fan-out: every watcher on every replica sees every event exactly once, in revision order,
+//! identical to the store's change log, whichever replica wrote it; conflicting writes sent to
+//! different replicas end in one success and 409s; a write acknowledged by one replica is read by
+//! another at once; and NATS outages, a SIGKILLed replica and watchers moving between replicas
+//! lose or repeat nothing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Barrier, RwLock};
+use std::time::{Duration, Instant};
+
+use kapi_e2e::{run_with_timeout, Endpoint, HttpResponse, Kapi, NatsServer, Request};
+use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
+use kapi_storage::{EventKind, Store};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+const NS: &str = "fanout";
+const SENTINEL: &str = "sentinel";
+/// Bound of one watcher's whole run.
+const WATCH_DEADLINE: Duration = Duration::from_secs(240);
+
+/// nats-server plus replicas sharing one data dir.
+struct Cluster {
+    data: TempDir,
+    nats: NatsServer,
+    replicas: Vec<Kapi>,
+    args: Vec<String>,
+}
+
+impl Cluster {
+    fn start(n: usize, extra: &[&str]) -> Cluster {
+        let nats = NatsServer::start().expect("start nats-server");
+        let data = tempfile::Builder::new().prefix("kapi-shared-").tempdir().expect("shared data dir");
+        let mut args = vec!["--nats-url".to_owned(), nats.url()];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let mut cluster = Cluster { data, nats, replicas: Vec::new(), args };
+        for _ in 0..n {
+            let replica = cluster.start_one();
+            cluster.replicas.push(replica);
+        }
+        cluster
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.data.path().join("data")
+    }
+
+    fn start_one(&self) -> Kapi {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        Kapi::start_replica(&self.data_dir(), &args).expect("start replica")
+    }
+
+    fn endpoints(&self) -> Vec<Endpoint> {
+        self.replicas.iter().map(Kapi::endpoint).collect()
+    }
+
+    /// The `fanout` namespace, created through the first replica; returns the revision after it.
+    fn create_namespace(&self) -> u64 {
+        let r = self.replicas[0].request(&Request::new("POST", "/api/v1/namespaces").json(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})));
+        assert_eq!(r.status, 201, "{}", r.raw);
+        rv_of(&r.body)
+    }
+}
+
+fn rv_of(obj: &Value) -> u64 {
+    obj["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no resourceVersion in {obj}"))
+}
+
+fn configmap(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}})
+}
+
+fn collection() -> String {
+    format!("/api/v1/namespaces/{NS}/configmaps")
+}
+
+/// One event as a watcher saw it or the log holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    kind: &'static str,
+    name: String,
+    rv: u64,
+}
+
+/// The store's change log for the test namespace after `after`, read with the store API from
+/// the shared database file, through `until` (inclusive).
+fn store_log(data_dir: &Path, after: u64, until: u64) -> Vec<Seen> {
+    let prefix = format!("/registry/core/configmaps/{NS}/");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        // A reader: no compaction and no polling from the test process.
+        let config = SqliteConfig { compaction_interval: Duration::ZERO, poll_interval: Duration::ZERO, ..SqliteConfig::default() };
+        let store = SqliteStore::open(&data_dir.join("kapi.db"), config).expect("open the shared database");
+        let mut out = Vec::new();
+        let mut at = after;
+        while at < until {
+            let events = store.read_log(at, 1000).await.expect("read the change log");
+            let Some(last) = events.last() else { break };
+            at = last.revision;
+            for e in events.into_iter().filter(|e| e.revision <= until && e.key.starts_with(&prefix)) {
+                let kind = match e.kind {
+                    EventKind::Added => "ADDED",
+                    EventKind::Modified => "MODIFIED",
+                    EventKind::Deleted => "DELETED",
+                };
+                out.push(Seen { kind, name: e.key[prefix.len()..].to_owned(), rv: e.revision });
+            }
+        }
+        out
+    })
+}
+
+/// What one watcher saw over all its connections.
+#[derive(Debug, Default)]
+struct WatchRun {
+    events: Vec<Seen>,
+    /// URL of each connection, in order.
+    connections: Vec<String>,
+    /// Anything a Kubernetes client would have to handle specially (ERROR events).
+    errors: Vec<String>,
+}
+
+/// Watches the test namespace from `from`, the way client-go's reflector resumes: whenever a
+/// connection ends (the server's timeout, a dead replica), it reconnects with the last
+/// resourceVersion it saw, to the next replica in `replicas`. Stops after the sentinel object.
+fn watch_until_sentinel(replicas: &RwLock<Vec<Endpoint>>, first: usize, from: u64, timeout_seconds: u32) -> WatchRun {
+    let mut run = WatchRun::default();
+    let mut last = from;
+    let started = Instant::now();
+    let mut turn = first;
+    while started.elapsed() < WATCH_DEADLINE {
+        let endpoint = {
+            let all = replicas.read().expect("replicas lock");
+            all[turn % all.len()].clone()
+        };
+        turn += 1;
+        let url = format!(
+            "{}{}?watch=1&resourceVersion={last}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}",
+            endpoint.url,
+            collection()
+        );
+        let mut child = Command::new("curl")
+            .args(["-sSN", "--http1.1", "--max-time", "120", "--cacert"])
+            .arg(endpoint.pki.join("ca.crt"))
+            .arg("--cert")
+            .arg(endpoint.pki.join("admin.crt"))
+            .arg("--key")
+            .arg(endpoint.pki.join("admin.key"))
+            .arg(&url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn curl");
+        run.connections.push(endpoint.url.clone());
+        let mut lines = 0;
+        let mut done = false;
+        if let Some(out) = child.stdout.take() {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                lines += 1;
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    run.errors.push(format!("not a watch event: {line}"));
+                    continue;
+                };
+                let kind = match event["type"].as_str() {
+                    Some("ADDED") => "ADDED",
+                    Some("MODIFIED") => "MODIFIED",
+                    Some("DELETED") => "DELETED",
+                    Some("BOOKMARK") => {
+                        last = rv_of(&event["object"]);
+                        continue;
+                    }
+                    _ => {
+                        run.errors.push(line.clone());
+                        break;
+                    }
+                };
+                let rv = rv_of(&event["object"]);
+                let name = event["object"]["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                last = rv;
+                let sentinel = name == SENTINEL;
+                run.events.push(Seen { kind, name, rv });
+                if sentinel {
+                    done = true;
+                    break;
+                }
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        if done || !run.errors.is_empty() {
+            return run;
+        }
+        if lines == 0 {
+            // Refused or dead replica: try the next one after a moment.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    run.errors.push(format!("no sentinel within {WATCH_DEADLINE:?} (last resourceVersion {last})"));
+    run
+}
+
+/// The first differences between a watcher's events and the log, for a readable failure.
+fn diff(seen: &[Seen], log: &[Seen]) -> String {
+    let at = seen.iter().zip(log).position(|(a, b)| a != b).unwrap_or(seen.len().min(log.len()));
+    format!(
+        "watcher saw {} events, the log holds {}; first difference at #{at}: watcher {:?} vs log {:?}",
+        seen.len(),
+        log.len(),
+        seen.get(at..(at + 3).min(seen.len())),
+        log.get(at..(at + 3).min(log.len()))
+    )
+}
+
+/// Create, update twice, delete: four writes per object through `endpoint`.
+fn object_cycle(endpoint: &Endpoint, name: &str) -> [HttpResponse; 4] {
+    let item = format!("{}/{name}", collection());
+    let patch = |v: &str| Request::new("PATCH", &item).raw("application/merge-patch+json", json!({"data": {"v": v}}).to_string());
+    [
+        endpoint.try_request(&Request::new("POST", &collection()).json(&configmap(name, "0"))),
+        endpoint.try_request(&patch("1")),
+        endpoint.try_request(&patch("2")),
+        endpoint.try_request(&Request::new("DELETE", &item)),
+    ]
+    .map(|r| r.unwrap_or_else(|e| panic!("{name}: {e}")))
+}
+
+fn assert_statuses(name: &str, answers: &[HttpResponse; 4]) {
+    let codes: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(codes, [201, 200, 200, 200], "{name}: {:?}", answers.iter().map(|r| &r.raw).collect::<Vec<_>>());
+}
+
+/// Starts 6 watchers, 2 per replica: one right away, one later from the same past
+/// resourceVersion (it replays what it missed from the cache window).
+fn spawn_watchers<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    endpoints: &'s RwLock<Vec<Endpoint>>,
+    from: u64,
+    timeout_seconds: u32,
+    late_start: Duration,
+) -> Vec<std::thread::ScopedJoinHandle<'s, WatchRun>> {
+    (0..6)
+        .map(|i| {
+            scope.spawn(move || {
+                if i % 2 == 1 {
+                    std::thread::sleep(late_start);
+                }
+                watch_until_sentinel(endpoints, i / 2, from, timeout_seconds)
+            })
+        })
+        .collect()
+}
+
+fn check_watchers(runs: Vec<WatchRun>, log: &[Seen]) {
+    for (i, run) in runs.iter().enumerate() {
+        assert!(run.errors.is_empty(), "watcher {i}: {:?} (connections {:?})", run.errors, run.connections);
+        assert!(run.events.windows(2).all(|w| w[0].rv < w[1].rv), "watcher {i}: events out of revision order or repeated");
+        assert!(run.events == log, "watcher {i} (connections {}): {}", run.connections.len(), diff(&run.events, log));
+    }
+}
+
+fn create_sentinel(endpoint: &Endpoint) -> u64 {
+    let r = endpoint.try_request(&Request::new("POST", &collection()).json(&configmap(SENTINEL, "end"))).expect("sentinel");
+    assert_eq!(r.status, 201, "{}", r.raw);
+    rv_of(&r.body)
+}
+
+#[test]
+fn three_replicas_three_writers_six_watchers_see_the_log_exactly_once_in_order() {
+    let cluster = Cluster::start(3, &[]);
+    let from = cluster.create_namespace();
+    let endpoints = RwLock::new(cluster.endpoints());
+    // 3 writers x 250 objects x 4 writes = 3,000 writes.
+    let per_writer = 250;
+    let runs = std::thread::scope(|s| {
+        let watchers = spawn_watchers(s, &endpoints, from, 600, Duration::from_secs(3));
+        std::thread::sleep(Duration::from_millis(500));
+        let writers: Vec<_> = (0..3)
+            .map(|w| {
+                let endpoint = endpoints.read().expect("lock")[w].clone();
+                s.spawn(move || {
+                    for i in 0..per_writer {
+                        let name = format!("w{w}-{i}");
+                        assert_statuses(&name, &object_cycle(&endpoint, &name));
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().expect("writer");
+        }
+        let sentinel = create_sentinel(&endpoints.read().expect("lock")[1]);
+        let runs: Vec<WatchRun> = watchers.into_iter().map(|w| w.join().expect("watcher")).collect();
+        (runs, sentinel)
+    });
+    let (runs, sentinel) = runs;
+    let log = store_log(&cluster.data_dir(), from, sentinel);
+    assert_eq!(log.len(), 3 * per_writer * 4 + 1, "the log holds every write and the sentinel");
+    check_watchers(runs, &log);
+}
+
+#[test]
+fn conflicting_updates_on_different_replicas_one_wins_the_others_get_409() {
+    let cluster = Cluster::start(3, &[]);
+    cluster.create_namespace();
+    let endpoints = cluster.endpoints();
+    let created = endpoints[0].try_request(&Request::new("POST", &collection()).json(&configmap("contended", "start"))).expect("create");
+    assert_eq!(created.status, 201, "{}", created.raw);
+    let item = format!("{}/contended", collection());
+    for round in 0..20 {
+        // Every replica reads the same version (a consistent GET right after the last write).
+        let current = endpoints[round % 3].try_request(&Request::get(&item)).expect("get");
+        assert_eq!(current.status, 200, "{}", current.raw);
+        let barrier = Barrier::new(3);
+        let answers: Vec<HttpResponse> = std::thread::scope(|s| {
+            let handles: Vec<_> = endpoints
+                .iter()
+                .enumerate()
+                .map(|(i, endpoint)| {
+                    let mut obj = current.body.clone();
+                    obj["data"]["v"] = json!(format!("round {round} by replica {i}"));
+                    let (barrier, item) = (&barrier, &item);
+                    s.spawn(move || {
+                        barrier.wait();
+                        endpoint.try_request(&Request::new("PUT", item).json(&obj)).expect("put")
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("writer")).collect()
+        });
+        let won: Vec<&HttpResponse> = answers.iter().filter(|r| r.status == 200).collect();
+        let lost: Vec<&HttpResponse> = answers.iter().filter(|r| r.status == 409).collect();
+        assert_eq!((won.len(), lost.len()), (1, 2), "round {round}: {:?}", answers.iter().map(|r| (r.status, &r.raw)).collect::<Vec<_>>());
+        for r in lost {
+            assert_eq!(r.reason(), "Conflict", "{}", r.raw);
+            assert!(
+                r.message().contains("the object has been modified; please apply your changes to the latest version and try again"),
+                "{}",
+                r.raw
+            );
+        }
+        // Every replica now serves the winner's write.
+        let winner_rv = rv_of(&won[0].body);
+        for endpoint in &endpoints {
+            let after = endpoint.try_request(&Request::get(&item)).expect("get");
+            assert_eq!(rv_of(&after.body), winner_rv);
+            assert_eq!(after.body["data"], won[0].body["data"]);
+        }
+    }
+}
+
+/// A Python client (the real `kubernetes` package) creates on one replica and at once reads on
+/// the next, 1,000 times; every tenth time it also lists with a field selector.
+const READ_YOUR_WRITES: &str = r#"
+import sys
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+def api(url, pki):
+    c = client.Configuration()
+    c.host = url
+    c.ssl_ca_cert = pki + "/ca.crt"
+    c.cert_file = pki + "/admin.crt"
+    c.key_file = pki + "/admin.key"
+    return client.CoreV1Api(client.ApiClient(c))
+
+pki = sys.argv[1]
+apis = [api(u, pki) for u in sys.argv[2:]]
+failures = []
+for i in range(1000):
+    writer, reader = apis[i % len(apis)], apis[(i + 1) % len(apis)]
+    name = "ryw-%d" % i
+    created = writer.create_namespaced_config_map("fanout", {"metadata": {"name": name}, "data": {"i": str(i)}})
+    try:
+        got = reader.read_namespaced_config_map(name, "fanout")
+        if got.metadata.resource_version != created.metadata.resource_version:
+            failures.append("%s: read rv %s, wrote %s" % (name, got.metadata.resource_version, created.metadata.resource_version))
+    except ApiException as e:
+        failures.append("%s: GET %s" % (name, e.status))
+    if i % 10 == 0:
+        listed = reader.list_namespaced_config_map("fanout", field_selector="metadata.name=" + name)
+        if [o.metadata.name for o in listed.items] != [name]:
+            failures.append("%s: consistent LIST missed it" % name)
+print("pairs=1000 failures=%d" % len(failures))
+for f in failures[:20]:
+    print(f)
+"#;
+
+#[test]
+fn read_your_writes_across_replicas_with_the_python_client() {
+    let cluster = Cluster::start(3, &[]);
+    cluster.create_namespace();
+    let endpoints = cluster.endpoints();
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(READ_YOUR_WRITES).arg(&endpoints[0].pki);
+    for e in &endpoints {
+        cmd.arg(&e.url);
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(300)).expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("pairs=1000 failures=0"), "{stdout}");
+}
+
+/// Counters from a replica's /metrics.
+fn metric(endpoint: &Endpoint, name: &str) -> f64 {
+    let r = endpoint.try_request(&Request::get("/metrics").accept("text/plain")).expect("metrics");
+    r.raw
+        .lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.trim().parse::<f64>().ok()))
+        .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+}
+
+#[test]
+fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
+    let mut cluster = Cluster::start(3, &["--watch-cache-size", "20000"]);
+    let from = cluster.create_namespace();
+    let endpoints = RwLock::new(cluster.endpoints());
+    let stop = AtomicBool::new(false);
+    let writes = AtomicUsize::new(0);
+    let (runs, sentinel) = std::thread::scope(|s| {
+        // Watchers end their connections every 3 s (timeoutSeconds) and resume on the next
+        // replica from their last resourceVersion.
+        let watchers = spawn_watchers(s, &endpoints, from, 3, Duration::from_secs(2));
+        let writers: Vec<_> = (0..3)
+            .map(|w| {
+                let (endpoints, stop, writes) = (&endpoints, &stop, &writes);
+                s.spawn(move || {
+                    let mut turn = w;
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        let endpoint = {
+                            let all = endpoints.read().expect("lock");
+                            all[turn % all.len()].clone()
+                        };
+                        let name = format!("w{w}-{i}");
+                        i += 1;
+                        let answers = object_cycle(&endpoint, &name);
+                        writes.fetch_add(answers.iter().filter(|r| r.status < 300).count(), Ordering::SeqCst);
+                        if answers.iter().any(|r| r.status == 0) {
+                            // The replica is gone: carry on through the next one.
+                            turn += 1;
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(3));
+
+        // NATS dies for 5 s under load; replicas follow by polling, then reconnect and repair.
+        cluster.nats.kill();
+        std::thread::sleep(Duration::from_secs(5));
+        cluster.nats.restart().expect("restart nats-server");
+        std::thread::sleep(Duration::from_secs(3));
+
+        // Replica 2 is SIGKILLed; its watchers resume elsewhere; it comes back on a new port.
+        cluster.replicas[2].kill9();
+        std::thread::sleep(Duration::from_secs(2));
+        cluster.replicas[2].restart().expect("restart replica 2");
+        endpoints.write().expect("lock")[2] = cluster.replicas[2].endpoint();
+        std::thread::sleep(Duration::from_secs(4));
+
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            w.join().expect("writer");
+        }
+        let sentinel = create_sentinel(&endpoints.read().expect("lock")[0]);
+        let runs: Vec<WatchRun> = watchers.into_iter().map(|w| w.join().expect("watcher")).collect();
+        (runs, sentinel)
+    });
+    let log = store_log(&cluster.data_dir(), from, sentinel);
+    eprintln!(
+        "fault run: {} acknowledged writes, {} log events, watcher connections {:?}",
+        writes.load(Ordering::SeqCst),
+        log.len(),
+        runs.iter().map(|r| r.connections.len()).collect::<Vec<_>>()
+    );
+    assert!(log.len() > 300, "too little load to mean anything: {} events", log.len());
+    assert!(runs.iter().all(|r| r.connections.len() >= 4), "watchers did not move between replicas");
+    check_watchers(runs, &log);
+
+    // The outage shows in the metrics: a reconnect, and commits read from the log that no hint
+    // announced.
+    let endpoints = cluster.endpoints();
+    let reconnects: f64 = endpoints[..2].iter().map(|e| metric(e, "kapi_nats_reconnects_total")).sum();
+    let repairs: f64 = endpoints[..2].iter().map(|e| metric(e, "kapi_watch_cache_repairs_total")).sum();
+    assert!(reconnects >= 2.0, "replicas 0 and 1 reconnected to NATS: {reconnects}");
+    assert!(repairs >= 1.0, "commits made during the outage were repaired from the log: {repairs}");
+    for e in &endpoints {
+        assert_eq!(metric(e, "kapi_nats_connected"), 1.0);
+    }
+}
