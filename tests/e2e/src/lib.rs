@@ -6,6 +6,9 @@
 
 #![forbid(unsafe_code)]
 
+pub mod changes;
+mod haproxy;
+pub mod load;
 mod nats;
 mod process;
 
@@ -21,6 +24,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+pub use haproxy::Haproxy;
 pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
 
@@ -315,9 +319,11 @@ impl Kapi {
             .map_err(io_err(format!("opening {}", self.log_path.display())))?;
         let sink: LogSink = Arc::new(Mutex::new(log));
         let mut cmd = Command::new(&bin);
-        cmd.arg("--secure-port")
-            .arg("0")
-            .arg("--bind-address")
+        // A free port unless the test fixes one (replicas behind a load balancer keep theirs).
+        if !self.args.iter().any(|a| a == "--secure-port" || a.starts_with("--secure-port=")) {
+            cmd.arg("--secure-port").arg("0");
+        }
+        cmd.arg("--bind-address")
             .arg("127.0.0.1")
             .arg("--data-dir")
             .arg(self.data_dir())
@@ -618,6 +624,12 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// An address in front of servers using the PKI in `pki` (a load balancer); request bodies
+    /// are staged in `scratch`.
+    pub fn new(url: String, pki: PathBuf, scratch: PathBuf) -> Self {
+        Self { url, pki, scratch }
+    }
+
     /// One HTTPS request through curl; status 0 when no answer came (connection refused).
     pub fn try_request(&self, req: &Request) -> Result<HttpResponse, HarnessError> {
         let pki = &self.pki;

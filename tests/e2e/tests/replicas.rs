@@ -5,23 +5,19 @@
 //! another at once; and NATS outages, a SIGKILLed replica and watchers moving between replicas
 //! lose or repeat nothing.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use kapi_e2e::changes::{assert_each_saw_the_log, configmap_log, rv_of, watch_until, WatchRun};
 use kapi_e2e::{run_with_timeout, Endpoint, HttpResponse, Kapi, NatsServer, Request};
-use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
-use kapi_storage::{EventKind, Store};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
 const NS: &str = "fanout";
 const SENTINEL: &str = "sentinel";
-/// Bound of one watcher's whole run.
-const WATCH_DEADLINE: Duration = Duration::from_secs(240);
 
 /// nats-server plus replicas sharing one data dir.
 struct Cluster {
@@ -66,155 +62,12 @@ impl Cluster {
     }
 }
 
-fn rv_of(obj: &Value) -> u64 {
-    obj["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no resourceVersion in {obj}"))
-}
-
 fn configmap(name: &str, value: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"v": value}})
 }
 
 fn collection() -> String {
     format!("/api/v1/namespaces/{NS}/configmaps")
-}
-
-/// One event as a watcher saw it or the log holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Seen {
-    kind: &'static str,
-    name: String,
-    rv: u64,
-}
-
-/// The store's change log for the test namespace after `after`, read with the store API from
-/// the shared database file, through `until` (inclusive).
-fn store_log(data_dir: &Path, after: u64, until: u64) -> Vec<Seen> {
-    let prefix = format!("/registry/core/configmaps/{NS}/");
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        // A reader: no compaction and no polling from the test process.
-        let config = SqliteConfig { compaction_interval: Duration::ZERO, poll_interval: Duration::ZERO, ..SqliteConfig::default() };
-        let store = SqliteStore::open(&data_dir.join("kapi.db"), config).expect("open the shared database");
-        let mut out = Vec::new();
-        let mut at = after;
-        while at < until {
-            let events = store.read_log(at, 1000).await.expect("read the change log");
-            let Some(last) = events.last() else { break };
-            at = last.revision;
-            for e in events.into_iter().filter(|e| e.revision <= until && e.key.starts_with(&prefix)) {
-                let kind = match e.kind {
-                    EventKind::Added => "ADDED",
-                    EventKind::Modified => "MODIFIED",
-                    EventKind::Deleted => "DELETED",
-                };
-                out.push(Seen { kind, name: e.key[prefix.len()..].to_owned(), rv: e.revision });
-            }
-        }
-        out
-    })
-}
-
-/// What one watcher saw over all its connections.
-#[derive(Debug, Default)]
-struct WatchRun {
-    events: Vec<Seen>,
-    /// URL of each connection, in order.
-    connections: Vec<String>,
-    /// Anything a Kubernetes client would have to handle specially (ERROR events).
-    errors: Vec<String>,
-}
-
-/// Watches the test namespace from `from`, the way client-go's reflector resumes: whenever a
-/// connection ends (the server's timeout, a dead replica), it reconnects with the last
-/// resourceVersion it saw, to the next replica in `replicas`. Stops after the sentinel object.
-fn watch_until_sentinel(replicas: &RwLock<Vec<Endpoint>>, first: usize, from: u64, timeout_seconds: u32) -> WatchRun {
-    let mut run = WatchRun::default();
-    let mut last = from;
-    let started = Instant::now();
-    let mut turn = first;
-    while started.elapsed() < WATCH_DEADLINE {
-        let endpoint = {
-            let all = replicas.read().expect("replicas lock");
-            all[turn % all.len()].clone()
-        };
-        turn += 1;
-        let url = format!(
-            "{}{}?watch=1&resourceVersion={last}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}",
-            endpoint.url,
-            collection()
-        );
-        let mut child = Command::new("curl")
-            .args(["-sSN", "--http1.1", "--max-time", "120", "--cacert"])
-            .arg(endpoint.pki.join("ca.crt"))
-            .arg("--cert")
-            .arg(endpoint.pki.join("admin.crt"))
-            .arg("--key")
-            .arg(endpoint.pki.join("admin.key"))
-            .arg(&url)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn curl");
-        run.connections.push(endpoint.url.clone());
-        let mut lines = 0;
-        let mut done = false;
-        if let Some(out) = child.stdout.take() {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                lines += 1;
-                let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                    run.errors.push(format!("not a watch event: {line}"));
-                    continue;
-                };
-                let kind = match event["type"].as_str() {
-                    Some("ADDED") => "ADDED",
-                    Some("MODIFIED") => "MODIFIED",
-                    Some("DELETED") => "DELETED",
-                    Some("BOOKMARK") => {
-                        last = rv_of(&event["object"]);
-                        continue;
-                    }
-                    _ => {
-                        run.errors.push(line.clone());
-                        break;
-                    }
-                };
-                let rv = rv_of(&event["object"]);
-                let name = event["object"]["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-                last = rv;
-                let sentinel = name == SENTINEL;
-                run.events.push(Seen { kind, name, rv });
-                if sentinel {
-                    done = true;
-                    break;
-                }
-            }
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        if done || !run.errors.is_empty() {
-            return run;
-        }
-        if lines == 0 {
-            // Refused or dead replica: try the next one after a moment.
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    run.errors.push(format!("no sentinel within {WATCH_DEADLINE:?} (last resourceVersion {last})"));
-    run
-}
-
-/// The first differences between a watcher's events and the log, for a readable failure.
-fn diff(seen: &[Seen], log: &[Seen]) -> String {
-    let at = seen.iter().zip(log).position(|(a, b)| a != b).unwrap_or(seen.len().min(log.len()));
-    format!(
-        "watcher saw {} events, the log holds {}; first difference at #{at}: watcher {:?} vs log {:?}",
-        seen.len(),
-        log.len(),
-        seen.get(at..(at + 3).min(seen.len())),
-        log.get(at..(at + 3).min(log.len()))
-    )
 }
 
 /// Create, update twice, delete: four writes per object through `endpoint`.
@@ -250,18 +103,10 @@ fn spawn_watchers<'s>(
                 if i % 2 == 1 {
                     std::thread::sleep(late_start);
                 }
-                watch_until_sentinel(endpoints, i / 2, from, timeout_seconds)
+                watch_until(endpoints, i / 2, NS, from, timeout_seconds, SENTINEL)
             })
         })
         .collect()
-}
-
-fn check_watchers(runs: Vec<WatchRun>, log: &[Seen]) {
-    for (i, run) in runs.iter().enumerate() {
-        assert!(run.errors.is_empty(), "watcher {i}: {:?} (connections {:?})", run.errors, run.connections);
-        assert!(run.events.windows(2).all(|w| w[0].rv < w[1].rv), "watcher {i}: events out of revision order or repeated");
-        assert!(run.events == log, "watcher {i} (connections {}): {}", run.connections.len(), diff(&run.events, log));
-    }
 }
 
 fn create_sentinel(endpoint: &Endpoint) -> u64 {
@@ -299,9 +144,9 @@ fn three_replicas_three_writers_six_watchers_see_the_log_exactly_once_in_order()
         (runs, sentinel)
     });
     let (runs, sentinel) = runs;
-    let log = store_log(&cluster.data_dir(), from, sentinel);
+    let log = configmap_log(&cluster.data_dir(), NS, from, sentinel);
     assert_eq!(log.len(), 3 * per_writer * 4 + 1, "the log holds every write and the sentinel");
-    check_watchers(runs, &log);
+    assert_each_saw_the_log(&runs, &log);
 }
 
 #[test]
@@ -473,7 +318,7 @@ fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
         let runs: Vec<WatchRun> = watchers.into_iter().map(|w| w.join().expect("watcher")).collect();
         (runs, sentinel)
     });
-    let log = store_log(&cluster.data_dir(), from, sentinel);
+    let log = configmap_log(&cluster.data_dir(), NS, from, sentinel);
     eprintln!(
         "fault run: {} acknowledged writes, {} log events, watcher connections {:?}",
         writes.load(Ordering::SeqCst),
@@ -482,7 +327,7 @@ fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
     );
     assert!(log.len() > 300, "too little load to mean anything: {} events", log.len());
     assert!(runs.iter().all(|r| r.connections.len() >= 4), "watchers did not move between replicas");
-    check_watchers(runs, &log);
+    assert_each_saw_the_log(&runs, &log);
 
     // The outage shows in the metrics: a reconnect, and commits read from the log that no hint
     // announced.
