@@ -85,8 +85,8 @@ pub struct Options {
     pub storage_backend: crate::storage::StorageBackend,
     /// `--fdb-cluster-file`: FoundationDB's cluster file (its default location when absent).
     pub fdb_cluster_file: Option<PathBuf>,
-    /// `--fdb-directory`: the FoundationDB subspace of this kapi cluster, so several share one
-    /// FoundationDB.
+    /// `--fdb-directory`: the FoundationDB directory (slash-separated path) of this kapi cluster,
+    /// so several share one FoundationDB.
     pub fdb_directory: String,
     /// `--nats-url`: replicas wake each other through NATS; without it they poll the store.
     pub nats_url: Option<String>,
@@ -132,7 +132,7 @@ impl Default for Options {
             requestheader: RequestHeaderConfig::default(),
             storage_backend: crate::storage::StorageBackend::Sqlite,
             fdb_cluster_file: None,
-            fdb_directory: "kapi".into(),
+            fdb_directory: "kapi/default".into(),
             nats_url: None,
             nats_subject: "kapi.revisions".into(),
             storage_poll_interval: None,

@@ -63,6 +63,26 @@ fn open_sqlite(path: &Path, opts: &Options) -> Result<DynStore, StartError> {
     Ok(SqliteStore::open(path, config)?)
 }
 
+#[cfg(feature = "fdb")]
+fn open_fdb(opts: &Options) -> Result<DynStore, StartError> {
+    use kapi_storage::fdb::{FdbConfig, FdbStore};
+    let defaults = FdbConfig::default();
+    let config = FdbConfig {
+        cluster_file: opts.fdb_cluster_file.clone(),
+        directory: opts.fdb_directory.split('/').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        retention: opts.compaction_window,
+        // FoundationDB watches report other replicas' commits at once; the poll is a fallback.
+        poll_interval: opts.storage_poll_interval.unwrap_or(defaults.poll_interval),
+        ..defaults
+    };
+    if config.directory.is_empty() {
+        return Err(StartError::Config("--fdb-directory must name a directory (e.g. kapi/prod)".into()));
+    }
+    // Called from start-up's blocking thread, which may wait on the runtime.
+    let store: DynStore = tokio::runtime::Handle::current().block_on(FdbStore::open(config))?;
+    Ok(store)
+}
+
 #[cfg(not(feature = "fdb"))]
 fn open_fdb(_opts: &Options) -> Result<DynStore, StartError> {
     Err(StartError::Config(

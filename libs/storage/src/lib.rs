@@ -20,6 +20,8 @@
 //! Values are opaque bytes: the API layer stores JSON and sets `resourceVersion` itself from the
 //! returned revision, so a backend never parses objects.
 #![warn(missing_docs)]
+// The workspace forbids unsafe code; only the FoundationDB network boot needs an exception.
+#![cfg_attr(not(feature = "fdb"), forbid(unsafe_code))]
 
 use std::sync::Arc;
 
@@ -27,6 +29,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 pub mod sqlite;
+
+#[cfg(feature = "fdb")]
+pub mod fdb;
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

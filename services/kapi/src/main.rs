@@ -111,8 +111,9 @@ struct Cli {
     /// FoundationDB cluster file (--storage-backend=fdb); FoundationDB's default when absent.
     #[arg(long)]
     fdb_cluster_file: Option<PathBuf>,
-    /// FoundationDB directory holding this kapi cluster's keys, so several share one database.
-    #[arg(long, default_value = "kapi")]
+    /// FoundationDB directory (slash-separated path) holding this kapi cluster's keys, so
+    /// several kapi clusters share one FoundationDB.
+    #[arg(long, default_value = "kapi/default")]
     fdb_directory: String,
     /// NATS server(s) replicas use to wake each other after commits (comma-separated URLs).
     /// Without it, replicas notice each other's writes by polling the store.
