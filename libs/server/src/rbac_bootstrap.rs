@@ -37,6 +37,20 @@ fn merge_map(current: &mut Value, expected: &Value, field: &str) {
     }
 }
 
+/// A subject as stored: defaulting fills `apiGroup` (`""` for service accounts, the RBAC group
+/// for users and groups) and drops an empty namespace, so the policy's subjects are compared in
+/// that form, or every reconciliation would add them again.
+fn normalized_subject(s: &Value) -> (String, String, String, String) {
+    let field = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let kind = field("kind");
+    let group = match s.get("apiGroup").and_then(Value::as_str) {
+        Some(g) => g.to_owned(),
+        None if kind == "ServiceAccount" => String::new(),
+        None => GROUP.to_owned(),
+    };
+    (kind, group, field("name"), field("namespace"))
+}
+
 /// The reconciled object, or `None` when nothing needs to change.
 fn reconcile(current: &Value, expected: &Value, binding: bool) -> Result<Option<Value>, ApiError> {
     if meta_map(current, "annotations").and_then(|a| a.get(AUTOUPDATE)).and_then(Value::as_str) == Some("false") {
@@ -49,7 +63,8 @@ fn reconcile(current: &Value, expected: &Value, binding: bool) -> Result<Option<
         let have = new.get("subjects").and_then(Value::as_array).cloned().unwrap_or_default();
         let mut subjects = have.clone();
         for s in expected.get("subjects").and_then(Value::as_array).into_iter().flatten() {
-            if !subjects.contains(s) {
+            let want = normalized_subject(s);
+            if !subjects.iter().any(|h| normalized_subject(h) == want) {
                 subjects.push(s.clone());
             }
         }
@@ -86,7 +101,7 @@ async fn ensure(rest: &RestStore, resource: &str, expected: &Value) -> Result<()
     let name = expected.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let track = crate::field_manager::tracker(spec, crate::field_manager::writer(spec, MANAGER.into(), ""));
     let hooks = WriteHooks::tracking(track.as_deref());
-    for _ in 0..3 {
+    for _ in 0..10 {
         let current = match rest.get(&strategy, ns, &name).await {
             Ok(current) => current,
             Err(e) if e.code == 404 => match rest.create(&strategy, ns, expected.clone(), false, hooks).await {
@@ -116,7 +131,8 @@ async fn ensure(rest: &RestStore, resource: &str, expected: &Value) -> Result<()
             .await;
         return match result {
             Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => continue,
+            // Deleted, or changed by another replica reconciling at the same time: look again.
+            Err(e) if e.code == 404 || e.code == 409 => continue,
             Err(e) => Err(e),
         };
     }
@@ -172,5 +188,15 @@ mod tests {
             "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]});
         let new = reconcile(&current, &expected, true).unwrap().unwrap();
         assert_eq!(new["subjects"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn defaulted_subjects_count_as_present() {
+        let expected = json!({"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "x"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "kube-system"}, {"kind": "User", "name": "u"}]});
+        let stored = json!({"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "x"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "kube-system", "apiGroup": ""},
+                         {"kind": "User", "name": "u", "apiGroup": "rbac.authorization.k8s.io"}]});
+        assert!(reconcile(&stored, &expected, true).unwrap().is_none(), "stored defaults are not missing subjects");
     }
 }

@@ -399,3 +399,29 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
         assert!(log.contains("Serving securely on"), "replica {i}: {log}");
     }
 }
+
+/// Three replicas started at the same moment on an empty data dir: one set of certificates,
+/// one bootstrap (namespaces, RBAC policy) however their reconciliations interleave, and a
+/// restart changes nothing (no duplicated binding subjects).
+#[test]
+fn replicas_started_together_on_a_fresh_data_dir_share_one_bootstrap() {
+    let data = tempfile::Builder::new().prefix("kapi-together-").tempdir().expect("data dir");
+    let shared = data.path().join("data");
+    let mut replicas: Vec<Kapi> = std::thread::scope(|s| {
+        let starts: Vec<_> = (0..3).map(|_| s.spawn(|| Kapi::start_replica(&shared, &[]))).collect();
+        starts.into_iter().map(|h| h.join().expect("start thread").expect("replica starts")).collect()
+    });
+    let binding = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:controller:attachdetach-controller";
+    let subjects = |kapi: &Kapi| {
+        let b = kapi.get_json(binding);
+        (b["subjects"].as_array().map(Vec::len).unwrap_or(0), rv_of(&b))
+    };
+    let (count, rv) = subjects(&replicas[0]);
+    assert_eq!(count, 1, "one subject, not one per replica");
+    for r in &replicas {
+        assert_eq!(r.get_json("/readyz").as_str(), Some("ok"));
+        assert_eq!(subjects(r), (1, rv));
+    }
+    replicas[1].restart().expect("restart");
+    assert_eq!(subjects(&replicas[1]), (1, rv), "a restart reconciles nothing that is already there");
+}
