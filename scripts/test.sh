@@ -13,9 +13,10 @@ log() { printf '==> %s\n' "$*"; }
 # shellcheck source=scripts/ensure-toolchain.sh
 . scripts/ensure-toolchain.sh
 ensure_build_deps
-# haproxy: the load balancer of the replica tests; libclang-dev: bindgen for the FoundationDB
+# haproxy: the load balancer of the replica tests; prometheus: scrapes them in the metrics
+# test; libclang-dev: bindgen for the FoundationDB
 # crate (`cargo check --features fdb` below).
-command -v dpkg >/dev/null 2>&1 && ensure_apt python3 python3-pip openssl haproxy libclang-dev
+command -v dpkg >/dev/null 2>&1 && ensure_apt python3 python3-pip openssl haproxy libclang-dev prometheus
 
 pip_install() {
   python3 -m pip install --quiet "$@" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$@"
