@@ -253,19 +253,7 @@ impl Kapi {
 
     /// Starts kapi with extra flags (for example `--watch-cache-size 8`) on a fresh data dir.
     pub fn start_with(args: &[&str]) -> Result<Self, HarnessError> {
-        let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
-        let log_path = dir.path().join("kapi.log");
-        let mut kapi = Self {
-            dir,
-            shared_data: None,
-            args: args.iter().map(|s| (*s).to_owned()).collect(),
-            child: None,
-            port: 0,
-            log_path,
-            pumps: Vec::new(),
-        };
-        kapi.spawn()?;
-        Ok(kapi)
+        Self::launch("kapi-e2e-", None, args)
     }
 
     /// Starts a replica on `data_dir`, which other replicas may share (the first one creates
@@ -273,11 +261,15 @@ impl Kapi {
     /// kubeconfig pointing at its port, since the one in `data_dir` names whichever replica
     /// wrote it last.
     pub fn start_replica(data_dir: &Path, args: &[&str]) -> Result<Self, HarnessError> {
-        let dir = tempfile::Builder::new().prefix("kapi-replica-").tempdir().map_err(io_err("creating the replica dir"))?;
+        Self::launch("kapi-replica-", Some(data_dir.to_owned()), args)
+    }
+
+    fn launch(prefix: &str, shared_data: Option<PathBuf>, args: &[&str]) -> Result<Self, HarnessError> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir().map_err(io_err("creating the server's temp dir"))?;
         let log_path = dir.path().join("kapi.log");
         let mut kapi = Self {
             dir,
-            shared_data: Some(data_dir.to_owned()),
+            shared_data,
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
             port: 0,
