@@ -3,10 +3,11 @@
 //! the raw SQLite store's commit rate and a minimal hyper HTTPS handler's request rate.
 //!
 //! `kapi-bench --kapi-bin target/release/kapi --out docs/perf-run.md`; `--quick` uses tiny
-//! counts so a test can check the tool end to end.
+//! counts so a test can check the tool end to end; `--only replicas` runs one section.
 
 mod authz;
 mod client;
+mod replicas;
 mod stats;
 
 use std::io::{BufRead, BufReader};
@@ -41,6 +42,25 @@ struct Cli {
     /// Also write the markdown report here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Run only these sections (repeatable); all of them by default.
+    #[arg(long, value_enum)]
+    only: Vec<Section>,
+    /// nats-server binary for the replicas section (default: `nats-server` on the PATH; without
+    /// one the NATS measurements are reported as skipped).
+    #[arg(long)]
+    nats_server: Option<PathBuf>,
+}
+
+/// Sections of the report.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Section {
+    /// Writes, reads, LIST, watch latency, memory of one kapi, with their baselines.
+    Core,
+    /// RBAC decisions and authorized GETs.
+    Authz,
+    /// Several replicas on one SQLite file: cross-replica watch latency (NATS vs polling),
+    /// throughput through 1 vs 3 replicas.
+    Replicas,
 }
 
 struct Plan {
@@ -275,8 +295,11 @@ struct Kapi {
     child: Child,
     target: Target,
     data: PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
+
+/// How long kapi may take to print its serving address.
+const KAPI_START_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Kapi {
     fn start(bin: &Path) -> Result<Kapi, String> {
@@ -286,41 +309,84 @@ impl Kapi {
     fn start_with(bin: &Path, args: &[&str]) -> Result<Kapi, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let data = dir.path().join("data");
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        Self::start_in(bin, data, &args, Some(dir), None)
+    }
+
+    /// Starts kapi on `data` (which may be shared with other replicas) and waits, at most
+    /// `KAPI_START_TIMEOUT`, for its serving address; `dir` is removed when it stops; stderr
+    /// goes to `log` if given.
+    fn start_in(
+        bin: &Path,
+        data: PathBuf,
+        args: &[String],
+        dir: Option<tempfile::TempDir>,
+        log: Option<&Path>,
+    ) -> Result<Kapi, String> {
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?,
+            ),
+            None => Stdio::null(),
+        };
         let mut child = Command::new(bin)
             .args(["--secure-port", "0", "--log-level", "warn", "--data-dir"])
             .arg(&data)
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .map_err(|e| format!("starting {}: {e}", bin.display()))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let mut addr = None;
-        for line in lines.by_ref() {
-            let line = line.map_err(|e| e.to_string())?;
-            if let Some(a) = line.strip_prefix("Serving securely on ") {
-                addr = Some(a.trim().to_owned());
-                break;
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Reads the address, then keeps draining stdout so kapi never writes into a closed pipe.
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Some(a) = line.strip_prefix("Serving securely on ") {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(a.trim().to_owned());
+                    }
+                }
+            }
+        });
+        let started = rx.recv_timeout(KAPI_START_TIMEOUT).map_err(|e| match e {
+            std::sync::mpsc::RecvTimeoutError::Timeout => {
+                format!("kapi did not serve within {KAPI_START_TIMEOUT:?}")
+            }
+            std::sync::mpsc::RecvTimeoutError::Disconnected => "kapi exited before serving".into(),
+        });
+        let target = started.and_then(|addr| {
+            let read = |f: &str| {
+                std::fs::read_to_string(data.join("pki").join(f)).map_err(|e| format!("{f}: {e}"))
+            };
+            Target::new(
+                addr,
+                &read("ca.crt")?,
+                Some((&read("admin.crt")?, &read("admin.key")?)),
+            )
+        });
+        match target {
+            Ok(target) => Ok(Kapi {
+                child,
+                target,
+                data,
+                _dir: dir,
+            }),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = log
+                    .and_then(|p| std::fs::read_to_string(p).ok())
+                    .unwrap_or_default();
+                Err(format!(
+                    "{e}{}{}",
+                    if log.is_empty() { "" } else { ": " },
+                    log.trim()
+                ))
             }
         }
-        // Keep draining stdout so kapi never writes into a closed pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let addr = addr.ok_or("kapi exited before serving")?;
-        let read = |f: &str| {
-            std::fs::read_to_string(data.join("pki").join(f)).map_err(|e| format!("{f}: {e}"))
-        };
-        let target = Target::new(
-            addr,
-            &read("ca.crt")?,
-            Some((&read("admin.crt")?, &read("admin.key")?)),
-        )?;
-        Ok(Kapi {
-            child,
-            target,
-            data,
-            _dir: dir,
-        })
     }
 
     /// A target presenting a client certificate for `user` (not a member of system:masters),
@@ -516,21 +582,42 @@ async fn watch_latency(kapi: &Kapi, plan: &Plan, watchers: usize) -> Result<Watc
 
 async fn run(cli: &Cli) -> Result<String, String> {
     let plan = Plan::new(cli.quick);
+    let wants = |s: Section| cli.only.is_empty() || cli.only.contains(&s);
     let mut report = String::new();
     let machine = machine();
     report.push_str(&format!(
-        "# kapi-bench report\n\n{machine}\nkapi binary: `{}`{}\nConcurrency {} connections (HTTP/1.1 keep-alive, TLS with a client certificate); {} objects.\n\n",
+        "# kapi-bench report\n\n{machine}\nkapi binary: `{}`{}\n",
         cli.kapi_bin.display(),
         if cli.quick { " (**--quick: counts too small to mean anything**)" } else { "" },
-        plan.concurrency,
-        plan.objects
     ));
+    if wants(Section::Core) {
+        report.push_str(&format!(
+            "Concurrency {} connections (HTTP/1.1 keep-alive, TLS with a client certificate); {} objects.\n",
+            plan.concurrency, plan.objects
+        ));
+    }
+    report.push('\n');
+    if wants(Section::Core) {
+        report.push_str(&core(cli, &plan).await?);
+    }
+    if wants(Section::Authz) {
+        report.push_str(&authz::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Replicas) {
+        let nats = cli.nats_server.as_deref();
+        report.push_str(&replicas::run(&cli.kapi_bin, nats, cli.quick).await?);
+    }
+    Ok(report)
+}
 
-    let store = baseline_store(&plan)
+/// Writes, reads, LIST, watch latency and memory of one kapi, with the baselines.
+async fn core(cli: &Cli, plan: &Plan) -> Result<String, String> {
+    let mut report = String::new();
+    let store = baseline_store(plan)
         .await
         .map_err(|e| format!("baseline store: {e}"))?;
     let pki_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let http = baseline_http(&plan, pki_dir.path())
+    let http = baseline_http(plan, pki_dir.path())
         .await
         .map_err(|e| format!("baseline http: {e}"))?;
 
@@ -621,7 +708,7 @@ async fn run(cli: &Cli) -> Result<String, String> {
 
     let mut watch_results = Vec::new();
     for w in plan.watchers {
-        watch_results.push(watch_latency(&kapi, &plan, w).await?);
+        watch_results.push(watch_latency(&kapi, plan, w).await?);
     }
     let mem_watched = kapi.memory();
 
@@ -680,7 +767,6 @@ async fn run(cli: &Cli) -> Result<String, String> {
         mem_idle.0, mem_idle.1, plan.objects, mem_created.0, mem_created.1, mem_listed.0, mem_listed.1, mem_watched.0, mem_watched.1
     ));
     drop(kapi);
-    report.push_str(&authz::run(&cli.kapi_bin, cli.quick).await?);
     Ok(report)
 }
 

@@ -39,10 +39,47 @@ fn quick_run_reports_every_measurement() {
         "| 1 | 50 |",
         "| 5 | 250 |",
         "after the watch runs",
+        // Replicas: 2 replicas, 4 watchers, 50 writes; every watcher gets every event.
+        "## Replicas (NATS fan-out vs log polling)",
+        "| log polling (100 ms) | 50 | all replicas | cross-replica | 100 |",
+        "| log polling (100 ms) | 50 | all replicas | same-replica | 100 |",
+        "| 1 kapi, standalone |",
     ] {
         assert!(
             stdout.contains(needle),
             "report lacks {needle:?}:\n{stdout}"
         );
     }
+    // Rates rows: | mode | target | writes to | achieved | behind | POST | delivered | /s | per watcher | drain | missed | duplicated | sustained |
+    let mut complete = 0;
+    for row in stdout.lines().filter(|l| l.contains(" of 200 |")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells.get(7), Some(&"200 of 200"), "events missed: {row}");
+        assert_eq!(cells.get(11), Some(&"0"), "events missed: {row}");
+        assert_eq!(cells.get(12), Some(&"0"), "events duplicated: {row}");
+        complete += 1;
+    }
+    if nats_server_on_path() {
+        for needle in [
+            "| NATS fan-out | 50 | all replicas | cross-replica | 100 |",
+            "| 2 replicas (connections spread evenly) |",
+        ] {
+            assert!(
+                stdout.contains(needle),
+                "report lacks {needle:?}:\n{stdout}"
+            );
+        }
+        assert_eq!(complete, 2, "a rates row is missing:\n{stdout}");
+    } else {
+        assert_eq!(complete, 1, "a rates row is missing:\n{stdout}");
+    }
+    for bad in ["watchers ended early", "matched no write"] {
+        assert!(!stdout.contains(bad), "report says {bad:?}:\n{stdout}");
+    }
+}
+
+fn nats_server_on_path() -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("nats-server").is_file())
+    })
 }
