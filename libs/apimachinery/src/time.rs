@@ -82,6 +82,72 @@ pub fn age(timestamp: Option<&str>) -> String {
     human_duration(Duration::from_secs(u64::try_from(diff.whole_seconds()).unwrap_or(0)))
 }
 
+/// Why a Go duration did not parse; the texts are Go's `time.ParseDuration` errors, which
+/// kube-apiserver passes through (flags, `?timeout=`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a duration at all.
+    #[error("time: invalid duration {0:?}")]
+    Invalid(String),
+    /// A number without a unit (`10`).
+    #[error("time: missing unit in duration {0:?}")]
+    MissingUnit(String),
+    /// A unit Go does not know.
+    #[error("time: unknown unit {unit:?} in duration {input:?}")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole input.
+        input: String,
+    },
+}
+
+/// Parses Go's `time.ParseDuration` syntax (`1h2m3.5s`, `500ms`, `0`), as kube-apiserver's
+/// flags and `?timeout=` use it. A negative duration (`-1s`) is `Ok(None)`: every caller here
+/// treats it as "no duration" or refuses it.
+pub fn parse_go_duration(input: &str) -> Result<Option<Duration>, DurationError> {
+    let invalid = || DurationError::Invalid(input.to_owned());
+    let (negative, mut rest) = match input.as_bytes().first() {
+        Some(b'-') => (true, &input[1..]),
+        Some(b'+') => (false, &input[1..]),
+        _ => (false, input),
+    };
+    if rest == "0" {
+        return Ok(Some(Duration::ZERO));
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number = &rest[..number_len];
+        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
+            return Err(invalid());
+        }
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        rest = &rest[number_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let seconds_per_unit = match unit {
+            "ns" => 1e-9,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(DurationError::MissingUnit(input.to_owned())),
+            other => return Err(DurationError::UnknownUnit { unit: other.to_owned(), input: input.to_owned() }),
+        };
+        total += value * seconds_per_unit;
+        rest = &rest[unit_len..];
+    }
+    if negative && total > 0.0 {
+        return Ok(None);
+    }
+    Duration::try_from_secs_f64(total).map(Some).map_err(|_| invalid())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +180,20 @@ mod tests {
             assert_eq!(human_duration(Duration::from_secs(*secs)), *want, "{secs}s");
         }
         assert_eq!(human_duration(Duration::from_millis(1999)), "1s");
+    }
+
+    #[test]
+    fn go_durations_parse_as_go_parses_them() {
+        assert_eq!(parse_go_duration("1m0s"), Ok(Some(Duration::from_secs(60))));
+        assert_eq!(parse_go_duration("1h2m3s"), Ok(Some(Duration::from_secs(3723))));
+        assert_eq!(parse_go_duration("1.5s"), Ok(Some(Duration::from_millis(1500))));
+        assert_eq!(parse_go_duration("500ms"), Ok(Some(Duration::from_millis(500))));
+        assert_eq!(parse_go_duration("0"), Ok(Some(Duration::ZERO)));
+        assert_eq!(parse_go_duration("-1s"), Ok(None));
+        assert_eq!(parse_go_duration("10").unwrap_err().to_string(), "time: missing unit in duration \"10\"");
+        assert_eq!(parse_go_duration("abc").unwrap_err().to_string(), "time: invalid duration \"abc\"");
+        assert_eq!(parse_go_duration("").unwrap_err().to_string(), "time: invalid duration \"\"");
+        assert_eq!(parse_go_duration("3x").unwrap_err().to_string(), "time: unknown unit \"x\" in duration \"3x\"");
     }
 
     #[test]

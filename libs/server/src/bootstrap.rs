@@ -1,5 +1,6 @@
-//! Post-start bootstrap, as kube-apiserver's post-start hooks do it: the system namespaces and
-//! the `kubernetes` Service exist before the server reports ready.
+//! Post-start bootstrap, as kube-apiserver's post-start hooks do it: the system namespaces
+//! (`start-system-namespaces-controller`) and the `default` namespace with the `kubernetes`
+//! Service (`bootstrap-controller`) exist before the server reports ready.
 
 use kapi_apimachinery::ApiError;
 use kapi_registry::catalog;
@@ -7,8 +8,8 @@ use kapi_registry::rest::{RestStore, WriteHooks};
 use kapi_registry::strategy::CatalogStrategy;
 use serde_json::json;
 
-/// The namespaces kube-apiserver creates at start.
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+/// The namespaces kube-apiserver's system-namespaces controller keeps.
+pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
 
 async fn ensure(rest: &RestStore, group: &str, resource: &str, ns: Option<&str>, obj: serde_json::Value) -> Result<(), ApiError> {
     let spec = catalog::find(group, "v1", resource).ok_or_else(|| ApiError::internal(format!("{resource} missing from catalog")))?;
@@ -21,11 +22,22 @@ async fn ensure(rest: &RestStore, group: &str, resource: &str, ns: Option<&str>,
     }
 }
 
-/// Creates what is missing; safe to run on every start and from several replicas at once.
-pub async fn run(rest: &RestStore, secure_port: u16) -> Result<(), ApiError> {
+fn namespace(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+/// The system namespaces; safe to run on every start and from several replicas at once.
+pub async fn system_namespaces(rest: &RestStore) -> Result<(), ApiError> {
     for ns in SYSTEM_NAMESPACES {
-        ensure(rest, "", "namespaces", None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await?;
+        ensure(rest, "", "namespaces", None, namespace(ns)).await?;
     }
+    Ok(())
+}
+
+/// The `default` namespace and the `kubernetes` Service pointing at `secure_port`; safe to run
+/// on every start and from several replicas at once.
+pub async fn kubernetes_service(rest: &RestStore, secure_port: u16) -> Result<(), ApiError> {
+    ensure(rest, "", "namespaces", None, namespace("default")).await?;
     let svc = json!({
         "apiVersion": "v1",
         "kind": "Service",

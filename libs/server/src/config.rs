@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kapi_auth::rbac::RbacAuthorizer;
@@ -21,14 +21,19 @@ use kapi_auth::{
 };
 use kapi_registry::catalog::{self, Serving};
 use kapi_registry::rest::RestStore;
-use kapi_storage::DynStore;
 use kapi_watch::{CacheConfig, CacheSet, NatsConfig, NatsFanout};
 
+use crate::endpoints::EndpointController;
+use crate::health::checks::{Informers, StoreSlot};
+use crate::lifecycle::shutdown::ShutdownOptions;
+use crate::lifecycle::{Lifecycle, PostStartHooks, PreShutdownHook};
 use crate::metrics::Metrics;
+use crate::post_start::PostStart;
+use crate::serve::{ChainSlot, ServeConfig};
 use crate::service_accounts::{CachedObjects, ServiceAccounts};
 pub use crate::state::AuthorizationMode;
-use crate::state::{ApiServer, Lifecycle, ServingOptions};
-use crate::{bootstrap, pki, serve, tls};
+use crate::state::{ApiServer, ServingOptions};
+use crate::{health, pki, serve, tls};
 
 /// Server options, named after kube-apiserver's flags.
 #[derive(Debug, Clone)]
@@ -53,6 +58,21 @@ pub struct Options {
     pub shutdown_delay: Duration,
     /// `--shutdown-watch-termination-grace-period`: spread the end of watches over this period.
     pub watch_termination_grace: Duration,
+    /// `--shutdown-send-retry-after`: after the delay, keep listening and answer new requests
+    /// 429 with `Retry-After` until requests in flight are drained.
+    pub shutdown_send_retry_after: bool,
+    /// `--livez-grace-period`: unfinished post-start hooks pass `/livez` this long after start.
+    pub livez_grace_period: Duration,
+    /// `--goaway-chance`: fraction of HTTP/2 requests whose connection gets GOAWAY (0..=0.02).
+    pub goaway_chance: f64,
+    /// `--advertise-address`: this replica's address in the `kubernetes` endpoints; the bind
+    /// address when absent, or the host's default-route address when binding everything.
+    pub advertise_address: Option<IpAddr>,
+    /// `--endpoint-reconciler-type`: `lease` (per-replica leases) or `none`.
+    pub endpoint_reconciler: EndpointReconcilerType,
+    /// `--endpoint-lease-duration`: how long a replica's lease keeps it in the endpoints
+    /// without renewal (kube's fixed 15 s; a flag so tests need not wait that long).
+    pub endpoint_lease_duration: Duration,
     /// `--storage-compaction-window`: how much change log history is kept.
     pub compaction_window: Duration,
     /// `--watch-cache-size`: events kept per resource for watch resumption.
@@ -97,11 +117,36 @@ pub struct Options {
     pub storage_poll_interval: Option<Duration>,
 }
 
+/// `--endpoint-reconciler-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointReconcilerType {
+    /// Every replica keeps a lease; the endpoints list replicas with unexpired leases.
+    Lease,
+    /// The `kubernetes` Service gets no endpoints from kapi.
+    None,
+}
+
+impl std::str::FromStr for EndpointReconcilerType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "lease" => Ok(Self::Lease),
+            "none" => Ok(Self::None),
+            "master-count" => Err("endpoint reconciler \"master-count\" is not supported by kapi (use lease)".into()),
+            other => Err(format!("unknown endpoint reconciler type {other:?}")),
+        }
+    }
+}
+
 /// The default `--service-account-issuer` (kubeadm's).
 pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
 /// The `--requestheader-*` flags other than the CA.
 pub use kapi_auth::RequestHeaderConfig;
+
+/// Go's duration syntax, as every duration flag takes it.
+pub use kapi_apimachinery::time::parse_go_duration;
 
 impl Default for Options {
     fn default() -> Self {
@@ -116,6 +161,12 @@ impl Default for Options {
             min_request_timeout: Duration::from_secs(1800),
             shutdown_delay: Duration::ZERO,
             watch_termination_grace: Duration::ZERO,
+            shutdown_send_retry_after: false,
+            livez_grace_period: Duration::ZERO,
+            goaway_chance: 0.0,
+            advertise_address: None,
+            endpoint_reconciler: EndpointReconcilerType::Lease,
+            endpoint_lease_duration: Duration::from_secs(15),
             compaction_window: Duration::from_secs(300),
             watch_cache_size: 4096,
             max_requests_inflight: 400,
@@ -163,12 +214,12 @@ pub enum StartError {
     /// Watch caches could not be loaded.
     #[error("watch cache: {0}")]
     Watch(#[from] kapi_watch::WatchError),
-    /// Bootstrap objects could not be created.
-    #[error("bootstrap: {0}")]
-    Bootstrap(kapi_apimachinery::ApiError),
     /// The RBAC index could not be loaded.
     #[error("RBAC: {0}")]
     Rbac(#[from] crate::rbac_sync::SyncError),
+    /// A post-start hook kept failing (fatal, as in kube).
+    #[error("{0}")]
+    PostStartHook(#[from] crate::lifecycle::HookError),
     /// Flags that contradict each other or name something missing.
     #[error("{0}")]
     Config(String),
@@ -187,12 +238,11 @@ fn cached_prefixes() -> Vec<String> {
     prefixes
 }
 
-/// What start-up prepares from disk before anything async runs: certificates, TLS and storage.
+/// What start-up prepares from disk before the listener starts: certificates and TLS.
 struct Prepared {
     pki: pki::Pki,
     tls_config: Arc<rustls::ServerConfig>,
     client_chains: serve::ChainVerifiers,
-    store: DynStore,
     credentials: Credentials,
 }
 
@@ -241,7 +291,7 @@ fn load_credentials(opts: &Options) -> Result<Credentials, StartError> {
     Ok(Credentials { signing_key, verification_keys, token_file })
 }
 
-/// The blocking part of start-up (file IO, key generation, opening SQLite), run off the async
+/// The blocking part of start-up before serving (file IO, key generation), run off the async
 /// workers.
 fn prepare(opts: &Options) -> Result<Prepared, StartError> {
     std::fs::create_dir_all(&opts.data_dir)
@@ -271,8 +321,7 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         front_proxy: front_proxy_ca.as_deref().map(tls::ClientChainVerifier::new).transpose()?,
     };
     let credentials = load_credentials(opts)?;
-    let store = crate::storage::open(opts)?;
-    Ok(Prepared { pki, tls_config, client_chains, store, credentials })
+    Ok(Prepared { pki, tls_config, client_chains, credentials })
 }
 
 /// Runs blocking start-up work on the blocking pool.
@@ -282,28 +331,69 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> Result<T, StartError
         .map_err(|e| StartError::Io { context: "start-up task".into(), source: std::io::Error::other(e.to_string()) })?
 }
 
-/// Starts kapi and serves until SIGTERM or SIGINT.
+/// Names of what `informer-sync` waits for.
+const WATCH_CACHES: &str = "watch-caches";
+const RBAC_INDEX: &str = "rbac-index";
+
+/// Flag values that cannot work.
+fn validate(opts: &Options) -> Result<(), StartError> {
+    if !(0.0..=crate::filters::goaway::MAX_GOAWAY_CHANCE).contains(&opts.goaway_chance) {
+        return Err(StartError::Config("--goaway-chance can not be less than 0 or greater than 0.02".into()));
+    }
+    if opts.endpoint_lease_duration < Duration::from_secs(1) {
+        return Err(StartError::Config("--endpoint-lease-duration must be at least 1s".into()));
+    }
+    Ok(())
+}
+
+/// This replica's address for the `kubernetes` endpoints (kube's `--advertise-address` rule).
+fn advertise_address(opts: &Options) -> IpAddr {
+    if let Some(ip) = opts.advertise_address {
+        return ip;
+    }
+    if !opts.bind_address.is_unspecified() {
+        return opts.bind_address;
+    }
+    // The address of the default route's interface: connecting a UDP socket sends nothing.
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("192.0.2.1:443").and_then(|()| s.local_addr()))
+        .map(|a| a.ip())
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+/// The checks of `/healthz`, `/livez` and `/readyz`, in kube's order.
+fn health_registry(
+    opts: &Options,
+    lifecycle: &Arc<Lifecycle>,
+    store: &StoreSlot,
+    informers: &Arc<Informers>,
+    hooks: &PostStartHooks,
+) -> health::Registry {
+    use health::checks::{InformerSync, Log, Ping, Shutdown, Storage};
+    let mut registry = health::Registry::new(opts.livez_grace_period, lifecycle.clone());
+    registry.add_health_checks(&[Arc::new(Ping), Arc::new(Log), Arc::new(Storage::liveness(store.clone(), health::STORAGE_CHECK_TIMEOUT))]);
+    registry.add_readyz_checks(&[
+        Arc::new(Storage::readiness(store.clone(), health::STORAGE_CHECK_TIMEOUT)),
+        Arc::new(InformerSync(informers.clone())),
+    ]);
+    registry.add_boot_sequence_checks(&hooks.checks());
+    // Last, as kube adds it when the server is prepared to run.
+    registry.add_readyz_checks(&[Arc::new(Shutdown::new(lifecycle.clone()))]);
+    registry
+}
+
+/// Starts kapi and serves until SIGTERM or SIGINT, then terminates as kube-apiserver does.
+///
+/// Start-up order: certificates, then the listener (health answers from here on, and the
+/// "Serving securely on" line is printed), then storage, watch caches and the handler chain,
+/// then the post-start hooks, which gate `/readyz`.
 pub async fn run(opts: Options) -> Result<(), StartError> {
     tls::install_crypto_provider();
-    let Prepared { pki, tls_config, client_chains, store, credentials } = {
+    validate(&opts)?;
+    let Prepared { pki, tls_config, client_chains, credentials } = {
         let opts = opts.clone();
         blocking(move || prepare(&opts)).await?
     };
-    let caches = CacheSet::start(store.clone(), cached_prefixes(), CacheConfig { window: opts.watch_cache_size, ..CacheConfig::default() }).await?;
-    let fanout = match &opts.nats_url {
-        Some(url) => {
-            let config = NatsConfig { url: url.clone(), subject: opts.nats_subject.clone(), repair_interval: crate::storage::POLL_WITH_NATS };
-            Some(NatsFanout::start(config, store.clone(), caches.clone()).await.map_err(|e| StartError::Config(e.to_string()))?)
-        }
-        None => None,
-    };
-    // Writes go through the announcing store, so other replicas hear of each commit at once.
-    let writes = match &fanout {
-        Some(f) => f.announcing(store),
-        None => store,
-    };
-    let rest = RestStore::new(writes, caches.clone());
-
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(opts.bind_address, opts.secure_port))
         .await
         .map_err(|source| StartError::Io { context: format!("binding {}:{}", opts.bind_address, opts.secure_port), source })?;
@@ -320,7 +410,125 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         blocking(move || Ok(pki::write_admin_kubeconfig(&path, &server, &pki)?)).await?;
     }
 
-    // Building every schema takes a moment of CPU: do it before serving, off the async workers.
+    let lifecycle = Arc::new(Lifecycle::new());
+    let store_slot: StoreSlot = Arc::new(OnceLock::new());
+    let rbac_enabled = opts.authorization_modes.contains(&AuthorizationMode::Rbac);
+    let informers = Arc::new(Informers::new(if rbac_enabled { &[WATCH_CACHES, RBAC_INDEX] } else { &[WATCH_CACHES] }));
+    let mut hooks = PostStartHooks::new();
+    let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease);
+    let health = Arc::new(health_registry(&opts, &lifecycle, &store_slot, &informers, &hooks));
+    let chain = Arc::new(ChainSlot::new());
+    let serving = tokio::spawn(serve::serve(
+        listener,
+        ServeConfig {
+            tls: tls_config,
+            verifiers: client_chains,
+            lifecycle: lifecycle.clone(),
+            health: health.clone(),
+            chain: chain.clone(),
+            send_retry_after: opts.shutdown_send_retry_after,
+            // With Retry-After the listener closes only once everything drained: a GOAWAY
+            // round trip is all that is left (kube's 2 s).
+            shutdown_timeout: if opts.shutdown_send_retry_after {
+                Duration::from_secs(2)
+            } else {
+                opts.request_timeout.max(opts.watch_termination_grace + Duration::from_secs(1))
+            },
+            install_wait: opts.request_timeout,
+        },
+    ));
+    tracing::info!("Serving securely on {local}");
+    // The line scripts wait for. A closed stdout (the reader went away) must not take the
+    // server down, so write errors are ignored instead of panicking as println! would.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "Serving securely on {local}");
+        let _ = writeln!(out, "Admin kubeconfig: {}", opts.data_dir.join("kubeconfig").display());
+        let _ = out.flush();
+    }
+
+    let signal = wait_for_signal();
+    tokio::pin!(signal);
+    let built = tokio::select! {
+        built = build_server(&opts, credentials, &store_slot, &informers, &lifecycle, &health, client_addr) => Some(built?),
+        () = &mut signal => None,
+    };
+    let caches = if let Some((srv, caches)) = built {
+        chain.install(crate::filters::chain(srv.clone()));
+        let endpoints = (opts.endpoint_reconciler == EndpointReconcilerType::Lease).then(|| {
+            let address = SocketAddr::new(advertise_address(&opts), local.port());
+            let controller =
+                Arc::new(EndpointController::new(srv.rest.clone(), lifecycle.clone(), health.clone(), address, opts.endpoint_lease_duration));
+            let stopping = controller.clone();
+            lifecycle.add_pre_shutdown_hook(PreShutdownHook::new("stop-kubernetes-service-controller", move || {
+                Box::pin(async move { stopping.stop().await.map_err(|e| e.message) })
+            }));
+            controller
+        });
+        let mut hook_tasks = post_start.spawn(&srv, local.port(), endpoints);
+        loop {
+            tokio::select! {
+                () = &mut signal => break,
+                Some(done) = hook_tasks.join_next() => match done {
+                    Ok(Err(e)) => return Err(e.into()),
+                    Err(e) if e.is_panic() => return Err(StartError::Config(format!("a post-start hook panicked: {e}"))),
+                    _ => {}
+                },
+            }
+        }
+        Some(caches)
+    } else {
+        None
+    };
+
+    tracing::info!(delay = ?opts.shutdown_delay, "received termination signal; /readyz now fails, serving on for the shutdown delay");
+    let shutdown = ShutdownOptions { delay: opts.shutdown_delay, request_timeout: opts.request_timeout, watch_termination_grace: opts.watch_termination_grace };
+    crate::lifecycle::shutdown::terminate(&lifecycle, shutdown).await;
+    if serving.await.is_err() {
+        tracing::error!("the listener task failed");
+    }
+    if let Some(caches) = caches {
+        caches.shutdown();
+    }
+    tracing::info!("[graceful-termination] apiserver is exiting");
+    Ok(())
+}
+
+/// Opens storage, loads the watch caches and builds the server behind the handler chain.
+async fn build_server(
+    opts: &Options,
+    credentials: Credentials,
+    store_slot: &StoreSlot,
+    informers: &Arc<Informers>,
+    lifecycle: &Arc<Lifecycle>,
+    health: &Arc<health::Registry>,
+    client_addr: String,
+) -> Result<(Arc<ApiServer>, Arc<CacheSet>), StartError> {
+    // Opened after the listener is up: health checks report it (`etcd`) while it waits, for
+    // instance for another process's lock on a shared database.
+    let store = {
+        let opts = opts.clone();
+        blocking(move || crate::storage::open(&opts)).await?
+    };
+    let _ = store_slot.set(store.clone());
+    let caches = CacheSet::start(store.clone(), cached_prefixes(), CacheConfig { window: opts.watch_cache_size, ..CacheConfig::default() }).await?;
+    informers.mark_synced(WATCH_CACHES);
+    let fanout = match &opts.nats_url {
+        Some(url) => {
+            let config = NatsConfig { url: url.clone(), subject: opts.nats_subject.clone(), repair_interval: crate::storage::POLL_WITH_NATS };
+            Some(NatsFanout::start(config, store.clone(), caches.clone()).await.map_err(|e| StartError::Config(e.to_string()))?)
+        }
+        None => None,
+    };
+    // Writes go through the announcing store, so other replicas hear of each commit at once.
+    let writes = match &fanout {
+        Some(f) => f.announcing(store),
+        None => store,
+    };
+    let rest = RestStore::new(writes, caches.clone());
+
+    // Building every schema takes a moment of CPU: do it off the async workers.
     let openapi = Arc::new(kapi_openapi::OpenApi::new(crate::handlers::openapi::served_resources()));
     let warm = openapi.clone();
     let started = std::time::Instant::now();
@@ -358,13 +566,14 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         metadata,
         max_expiration: opts.service_account_max_token_expiration.as_secs() as i64,
     });
-    let authenticator = authenticator(&opts, tokens, api_audiences)?;
+    let authenticator = authenticator(opts, tokens, api_audiences)?;
     let (authorizer, rbac) = authorizer(&opts.authorization_modes)?;
     if let Some(rbac) = &rbac {
         crate::rbac_sync::start(caches.clone(), rest.clone(), rbac.clone()).await?;
+        informers.mark_synced(RBAC_INDEX);
     }
     let srv = Arc::new(ApiServer {
-        rest: rest.clone(),
+        rest,
         metrics: Metrics::new(),
         authenticator,
         authorizer,
@@ -374,47 +583,19 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         options: ServingOptions {
             request_timeout: opts.request_timeout,
             min_request_timeout: opts.min_request_timeout,
-            external_address: client_addr.clone(),
+            external_address: client_addr,
             watch_termination_grace: opts.watch_termination_grace,
+            shutdown_send_retry_after: opts.shutdown_send_retry_after,
+            goaway_chance: opts.goaway_chance,
             ..ServingOptions::default()
         },
-        lifecycle: Lifecycle::new(),
+        lifecycle: lifecycle.clone(),
+        health: health.clone(),
         openapi,
         in_flight: crate::filters::max_in_flight::InFlightLimits::new(opts.max_requests_inflight, opts.max_mutating_requests_inflight),
         fanout,
     });
-
-    bootstrap::run(&rest, local.port()).await.map_err(StartError::Bootstrap)?;
-    let policy = kapi_auth::rbac::bootstrap_policy().map_err(|e| StartError::Config(format!("bootstrap RBAC policy: {e}")))?;
-    crate::rbac_bootstrap::run(&rest, &policy).await.map_err(StartError::Bootstrap)?;
-    srv.lifecycle.set_ready();
-    tracing::info!("Serving securely on {local}");
-    // The ready line scripts wait for. A closed stdout (the reader went away) must not take the
-    // server down, so write errors are ignored instead of panicking as println! would.
-    {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "Serving securely on {local}");
-        let _ = writeln!(out, "Admin kubeconfig: {}", opts.data_dir.join("kubeconfig").display());
-        let _ = out.flush();
-    }
-
-    let lifecycle_srv = srv.clone();
-    let shutdown_delay = opts.shutdown_delay;
-    let shutdown = async move {
-        wait_for_signal().await;
-        tracing::info!(delay = ?shutdown_delay, "received termination signal; /readyz now fails, serving on for the shutdown delay");
-        lifecycle_srv.lifecycle.begin_shutdown();
-        tokio::time::sleep(shutdown_delay).await;
-        tracing::info!("shutdown delay over; closing the listener, draining requests, ending watches");
-        lifecycle_srv.lifecycle.begin_drain();
-    };
-    // Draining waits for requests (bounded by the request timeout) and for watches to end
-    // within their termination grace period.
-    let drain = opts.request_timeout.max(opts.watch_termination_grace + Duration::from_secs(1));
-    serve::serve(srv.clone(), listener, tls_config, client_chains, shutdown, drain).await;
-    caches.shutdown();
-    Ok(())
+    Ok((srv, caches))
 }
 
 /// kube's authenticator chain: request-header, x509, bearer tokens; then anonymous when enabled.

@@ -98,7 +98,7 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
             response::text(StatusCode::OK, srv.metrics.render(), "text/plain; version=0.0.4; charset=utf-8")
         }
         p if p == "/healthz" || p == "/livez" || p == "/readyz" || p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
-            system::health(srv, p, &query).await
+            crate::health::respond(&srv.health, p, &query).await
         }
         _ => response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8"),
     }

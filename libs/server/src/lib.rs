@@ -6,14 +6,18 @@
 
 pub mod bootstrap;
 pub mod config;
+pub mod endpoints;
 pub mod field_manager;
 pub mod field_validation;
 pub mod filters;
 pub mod handler;
 pub mod handlers;
+pub mod health;
+pub mod lifecycle;
 pub mod metrics;
 pub mod negotiation;
 pub mod pki;
+pub mod post_start;
 pub mod query;
 pub mod rbac_bootstrap;
 pub mod rbac_sync;
@@ -27,4 +31,4 @@ pub mod tls;
 pub mod transform;
 pub mod watch_stream;
 
-pub use config::{run, AuthorizationMode, Options, StartError};
+pub use config::{run, AuthorizationMode, EndpointReconcilerType, Options, StartError};

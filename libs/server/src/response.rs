@@ -68,6 +68,19 @@ pub fn error(err: &ApiError, output: Output) -> Response<Body> {
     resp
 }
 
+/// Keeps `guard` alive until the body has been sent: a request counts as in flight while its
+/// answer is still being written (a big list to a slow reader, a whole watch), as in kube,
+/// whose handlers write the body before they return.
+pub fn hold_until_sent<G: Send + 'static>(resp: Response<Body>, guard: G) -> Response<Body> {
+    resp.map(|body| {
+        body.map_frame(move |frame| {
+            let _held = &guard;
+            frame
+        })
+        .boxed_unsync()
+    })
+}
+
 /// Plain text (health checks, metrics).
 pub fn text(status: StatusCode, body: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
     let mut resp = Response::new(full(body));

@@ -1,22 +1,40 @@
 //! The TLS listener: accepts connections, verifies client certificates, serves HTTP/1.1 and
-//! HTTP/2 through the handler chain, and drains on shutdown.
+//! HTTP/2 through the handler chain, and follows the lifecycle to close.
+//!
+//! The listener starts before the server is built, so `/livez`, `/readyz`, `/healthz` and
+//! `/version` answer from the first moment (probes see start-up progress instead of refused
+//! connections); other requests wait for the handler chain, bounded, then get kube's 503 for
+//! paths not installed yet.
+//!
+//! Connections are told to go in two ways, both from a response's [`CloseConnection`] marker:
+//! HTTP/1.1 answers get `Connection: close`, HTTP/2 connections a GOAWAY (hyper's graceful
+//! shutdown: open streams, watches included, finish; the client opens a new connection for its
+//! next request). HTTP/2 connections already open when termination starts get their GOAWAY at
+//! once.
 
-use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use crate::filters::{self, ConnInfo};
+use crate::filters::{Chain, ConnInfo};
+use crate::health;
+use crate::lifecycle::{Lifecycle, Signal};
+use crate::negotiation::Output;
+use crate::query::Query;
+use crate::response::{self, Body};
 use crate::tls::ClientChainVerifier;
+use kapi_apimachinery::ApiError;
 use kapi_auth::ChainVerdict;
-use crate::state::ApiServer;
 
 /// The CA bundles client certificate chains are judged against, once per connection.
 #[derive(Clone, Debug, Default)]
@@ -41,78 +59,259 @@ impl ChainVerifiers {
     }
 }
 
+/// Response extension: close the connection after this response (`Connection: close` on
+/// HTTP/1.1, GOAWAY on HTTP/2, where connection headers are forbidden).
+#[derive(Debug, Clone, Copy)]
+pub struct CloseConnection;
+
+/// The handler chain, installed once the server is built.
+#[derive(Debug)]
+pub struct ChainSlot {
+    chain: OnceLock<Chain>,
+    installed: Signal,
+}
+
+impl ChainSlot {
+    /// Nothing installed yet.
+    pub fn new() -> Self {
+        Self { chain: OnceLock::new(), installed: Signal::new("MuxAndDiscoveryComplete") }
+    }
+
+    /// Installs the chain; requests waiting for it proceed.
+    pub fn install(&self, chain: Chain) {
+        if self.chain.set(chain).is_ok() {
+            self.installed.signal();
+        }
+    }
+
+    fn get(&self) -> Option<Chain> {
+        self.chain.get().cloned()
+    }
+
+    async fn wait(&self, bound: Duration) -> Option<Chain> {
+        let _ = tokio::time::timeout(bound, self.installed.signaled()).await;
+        self.get()
+    }
+}
+
+impl Default for ChainSlot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Accepts connections until `shutdown` resolves, then waits (bounded by `drain`) for in-flight
-/// requests to finish. Long-running watches end on their own when the lifecycle's shutdown
-/// signal fires.
-pub async fn serve(
-    srv: Arc<ApiServer>,
-    listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
+/// What the listener needs besides the socket.
+pub struct ServeConfig {
+    /// Serving certificate and client-certificate hints.
+    pub tls: Arc<rustls::ServerConfig>,
+    /// Client certificate verification.
+    pub verifiers: ChainVerifiers,
+    /// Signals to follow.
+    pub lifecycle: Arc<Lifecycle>,
+    /// Health checks, answered before the chain exists.
+    pub health: Arc<health::Registry>,
+    /// The chain, once built.
+    pub chain: Arc<ChainSlot>,
+    /// `--shutdown-send-retry-after`: keep listening until requests in flight are drained (new
+    /// requests get 429) instead of closing when new requests stop being accepted.
+    pub send_retry_after: bool,
+    /// How long open connections may take to finish once the listener closed.
+    pub shutdown_timeout: Duration,
+    /// How long a request that arrives before the chain exists waits for it.
+    pub install_wait: Duration,
+}
+
+/// Shared by every connection task.
+struct Shared {
+    acceptor: TlsAcceptor,
     verifiers: ChainVerifiers,
-    shutdown: impl Future<Output = ()>,
-    drain: Duration,
-) {
-    let acceptor = TlsAcceptor::from(tls);
-    let chain = filters::chain(srv);
-    let graceful = GracefulShutdown::new();
-    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
-    tokio::pin!(shutdown);
+    builder: auto::Builder<TokioExecutor>,
+    lifecycle: Arc<Lifecycle>,
+    health: Arc<health::Registry>,
+    chain: Arc<ChainSlot>,
+    install_wait: Duration,
+}
+
+/// Serves until the lifecycle says to stop listening, then gives open connections
+/// `shutdown_timeout` to finish.
+pub async fn serve(listener: TcpListener, cfg: ServeConfig) {
+    let stop_listening = if cfg.send_retry_after {
+        // Listening on, new requests get 429 + Retry-After until the drain is over.
+        cfg.lifecycle.in_flight_drained.subscribe()
+    } else {
+        cfg.lifecycle.not_accepting_new_requests.subscribe()
+    };
+    let shared = Arc::new(Shared {
+        acceptor: TlsAcceptor::from(cfg.tls),
+        verifiers: cfg.verifiers,
+        builder: auto::Builder::new(TokioExecutor::new()),
+        lifecycle: cfg.lifecycle,
+        health: cfg.health,
+        chain: cfg.chain,
+        install_wait: cfg.install_wait,
+    });
+    let (closing, close_rx) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut stop = stop_listening;
     loop {
-        let (tcp, peer) = tokio::select! {
+        tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(a) => a,
+                Ok((tcp, peer)) => {
+                    connections.spawn(connection(shared.clone(), tcp, peer, close_rx.clone()));
+                }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
                 }
             },
-            () = &mut shutdown => break,
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let chain = chain.clone();
-        let builder = builder.clone();
-        let verifiers = verifiers.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, "TLS handshake failed: {e}");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let presented = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
-            // The handshake proved key possession; the chain is judged here, once per
-            // connection, against each CA bundle, so a certificate from another CA is a 401
-            // rather than a reset.
-            let conn_info = verifiers.judge(presented);
-            let conn_info = Arc::new(conn_info);
-            let service = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(conn_info.clone());
-                chain.clone().oneshot(req)
-            });
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(%peer, "connection ended: {e}");
-            }
-        });
+            () = fired(&mut stop) => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
     }
     drop(listener);
-    tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections drained"),
-        () = tokio::time::sleep(drain) => tracing::warn!("drain timeout after {drain:?}; closing remaining connections"),
+    tracing::info!("[graceful-termination] HTTP server stopped listening");
+    closing.send_replace(true);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    match tokio::time::timeout(cfg.shutdown_timeout, drained).await {
+        Ok(()) => tracing::info!("all connections drained"),
+        Err(_) => {
+            tracing::warn!(open = connections.len(), "connections still open after {:?}; closing them", cfg.shutdown_timeout);
+            connections.shutdown().await;
+        }
+    }
+}
+
+async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketAddr, mut closing: watch::Receiver<bool>) {
+    let _ = tcp.set_nodelay(true);
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, shared.acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, "TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let session = tls.get_ref().1;
+    let http2 = session.alpn_protocol() == Some(b"h2");
+    let presented = session.peer_certificates().map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
+    // The handshake proved key possession; the chain is judged here, once per connection,
+    // against each CA bundle, so a certificate from another CA is a 401 rather than a reset.
+    let conn_info = Arc::new(shared.verifiers.judge(presented));
+    let goaway = Arc::new(Notify::new());
+    let service = {
+        let (shared, goaway) = (shared.clone(), goaway.clone());
+        service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(conn_info.clone());
+            let (shared, goaway) = (shared.clone(), goaway.clone());
+            async move {
+                let mut resp = dispatch(&shared, req).await;
+                if resp.extensions().get::<CloseConnection>().is_some() {
+                    if http2 {
+                        goaway.notify_one();
+                    } else {
+                        resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    }
+                }
+                Ok::<_, std::convert::Infallible>(resp)
+            }
+        })
+    };
+    let conn = shared.builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    tokio::pin!(conn);
+    // HTTP/2 connections open when termination starts are told at once; later ones after
+    // their first answer (the shutdown filter marks answers), since a GOAWAY before any
+    // request would only send the client to reconnect here again.
+    let told_on_termination = http2 && !shared.lifecycle.shutdown_initiated.is_signaled();
+    let mut terminating = shared.lifecycle.shutdown_initiated.subscribe();
+    let mut going_away = false;
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, "connection ended: {e}");
+                }
+                return;
+            }
+            () = goaway.notified(), if !going_away => {
+                conn.as_mut().graceful_shutdown();
+                going_away = true;
+            }
+            () = fired(&mut terminating), if told_on_termination && !going_away => {
+                conn.as_mut().graceful_shutdown();
+                going_away = true;
+            }
+            () = fired(&mut closing), if !going_away => {
+                conn.as_mut().graceful_shutdown();
+                going_away = true;
+            }
+        }
+    }
+}
+
+/// Resolves once the flag is true (the guard `wait_for` returns must not live across an await).
+async fn fired(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+fn is_health_path(path: &str) -> bool {
+    ["/healthz", "/livez", "/readyz"].iter().any(|p| path == *p || path.strip_prefix(p).is_some_and(|rest| rest.starts_with('/')))
+}
+
+/// kube's answer for a path requested before every route is installed.
+fn not_installed() -> Response<Body> {
+    let mut err = ApiError::service_unavailable("the request has been made before all known HTTP paths have been installed, please try again");
+    err.details = Some(Box::new(kapi_apimachinery::status::Details { retry_after_seconds: Some(5), ..Default::default() }));
+    response::error(&err, Output::JSON)
+}
+
+async fn dispatch(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    if let Some(chain) = shared.chain.get() {
+        return run(chain, req).await;
+    }
+    // Before the server is built: health from the registry, the static version, and the rest
+    // waits for the chain.
+    let path = req.uri().path();
+    if is_health_path(path) {
+        return health::respond(&shared.health, path, &Query::parse(req.uri().query())).await;
+    }
+    if path == "/version" {
+        return response::object(StatusCode::OK, &crate::handlers::system::version(), Output::JSON);
+    }
+    let installed = tokio::select! {
+        chain = shared.chain.wait(shared.install_wait) => chain,
+        // Terminating before the server was even built: nothing will be installed.
+        () = shared.lifecycle.not_accepting_new_requests.signaled() => None,
+    };
+    match installed {
+        Some(chain) => run(chain, req).await,
+        None => not_installed(),
+    }
+}
+
+async fn run(chain: Chain, req: Request<Incoming>) -> Response<Body> {
+    match chain.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_health_path;
+
+    #[test]
+    fn health_paths_are_the_three_endpoints_and_their_checks() {
+        for p in ["/readyz", "/livez", "/healthz", "/readyz/poststarthook/rbac/bootstrap-roles", "/livez/ping"] {
+            assert!(is_health_path(p), "{p}");
+        }
+        for p in ["/readyzz", "/api", "/version", "/metrics"] {
+            assert!(!is_health_path(p), "{p}");
+        }
     }
 }

@@ -1,13 +1,13 @@
 //! The shared state of one API server: storage, filters' dependencies, options, lifecycle.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use kapi_auth::{Authenticator, Authorizer};
 use kapi_registry::rest::RestStore;
-use tokio::sync::watch;
 
+use crate::health;
+use crate::lifecycle::Lifecycle;
 use crate::metrics::Metrics;
 
 /// Serving options that handlers read (kube-apiserver's flag names in comments).
@@ -27,6 +27,10 @@ pub struct ServingOptions {
     /// `--shutdown-watch-termination-grace-period`: watches end spread over this period once
     /// draining starts (zero: all at once).
     pub watch_termination_grace: Duration,
+    /// `--shutdown-send-retry-after`: once draining, new requests get 429 + `Retry-After`.
+    pub shutdown_send_retry_after: bool,
+    /// `--goaway-chance`: fraction of HTTP/2 answers that close their connection.
+    pub goaway_chance: f64,
 }
 
 impl Default for ServingOptions {
@@ -38,61 +42,9 @@ impl Default for ServingOptions {
             external_address: "127.0.0.1:6443".into(),
             bookmark_interval: Duration::from_secs(60),
             watch_termination_grace: Duration::ZERO,
+            shutdown_send_retry_after: false,
+            goaway_chance: 0.0,
         }
-    }
-}
-
-/// Lifecycle signals shared with health checks and long-running requests.
-#[derive(Debug)]
-pub struct Lifecycle {
-    ready: AtomicBool,
-    shutting_down: watch::Sender<bool>,
-    draining: watch::Sender<bool>,
-}
-
-impl Lifecycle {
-    /// A server that is not ready yet and not shutting down.
-    pub fn new() -> Self {
-        Self { ready: AtomicBool::new(false), shutting_down: watch::channel(false).0, draining: watch::channel(false).0 }
-    }
-
-    /// Post-start hooks finished: `/readyz` may pass.
-    pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether post-start hooks have finished.
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
-    }
-
-    /// Starts shutdown (SIGTERM): `/readyz` fails so load balancers stop sending new work, and
-    /// HTTP/1.1 answers carry `Connection: close`; serving goes on for the shutdown delay.
-    pub fn begin_shutdown(&self) {
-        self.shutting_down.send_replace(true);
-    }
-
-    /// The shutdown delay is over: the listener closes, in-flight requests drain and watches
-    /// end, so their clients resume from their last resourceVersion on another replica.
-    pub fn begin_drain(&self) {
-        self.shutting_down.send_replace(true);
-        self.draining.send_replace(true);
-    }
-
-    /// A receiver that flips to `true` when draining starts (watches end then).
-    pub fn drain_signal(&self) -> watch::Receiver<bool> {
-        self.draining.subscribe()
-    }
-
-    /// Whether shutdown has started.
-    pub fn is_shutting_down(&self) -> bool {
-        *self.shutting_down.borrow()
-    }
-}
-
-impl Default for Lifecycle {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -140,7 +92,9 @@ pub struct ApiServer {
     /// Serving options.
     pub options: ServingOptions,
     /// Readiness and shutdown.
-    pub lifecycle: Lifecycle,
+    pub lifecycle: Arc<Lifecycle>,
+    /// `/healthz`, `/livez`, `/readyz` checks.
+    pub health: Arc<health::Registry>,
     /// OpenAPI documents and the schemas behind field validation.
     pub openapi: Arc<kapi_openapi::OpenApi>,
     /// `--max-requests-inflight` / `--max-mutating-requests-inflight` budgets.

@@ -189,7 +189,12 @@ pub fn respond(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, watcher: Watch
         deadline: now + opts.timeout,
         next_bookmark: now + srv.options.bookmark_interval,
         bookmark_interval: srv.options.bookmark_interval,
-        shutdown: srv.lifecycle.drain_signal(),
+        shutdown: {
+            // A watch that starts as draining begins still ends (its first poll sees a change).
+            let mut rx = srv.lifecycle.not_accepting_new_requests.subscribe();
+            rx.mark_changed();
+            rx
+        },
         termination_grace: srv.options.watch_termination_grace,
         draining: false,
         first_table: true,

@@ -428,7 +428,7 @@ async fn wait_for_reads_the_log_at_once_for_commits_not_yet_announced() {
     );
     set.shutdown();
     assert!(matches!(
-        set.wait_for(rev + 1, WAIT).await,
+        set.wait_for(rev2 + 100, WAIT).await,
         Err(WatchError::ShuttingDown)
     ));
 }

@@ -389,6 +389,22 @@ impl Kapi {
         }
     }
 
+    /// Waits until `/readyz` passes: "Serving securely on" only means the listener is up.
+    async fn wait_ready(&self) -> Result<(), String> {
+        let mut last = String::new();
+        for _ in 0..600 {
+            if let Ok(mut conn) = self.target.connect().await {
+                match conn.send(Method::GET, "/readyz", None).await {
+                    Ok((status, _)) if status == StatusCode::OK => return Ok(()),
+                    Ok((status, body)) => last = format!("{status}: {}", String::from_utf8_lossy(&body)),
+                    Err(e) => last = e,
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(format!("kapi did not pass /readyz within 60s: {last}"))
+    }
+
     /// A target presenting a client certificate for `user` (not a member of system:masters),
     /// issued by this server's CA.
     fn target_for(&self, user: &str, groups: &[&str]) -> Result<Target, String> {
@@ -622,6 +638,7 @@ async fn core(cli: &Cli, plan: &Plan) -> Result<String, String> {
         .map_err(|e| format!("baseline http: {e}"))?;
 
     let kapi = Kapi::start(&cli.kapi_bin)?;
+    kapi.wait_ready().await?;
     let mem_idle = kapi.memory();
     {
         let mut conn = kapi.target.connect().await?;

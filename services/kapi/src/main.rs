@@ -46,6 +46,28 @@ struct Cli {
     /// After the shutdown delay, watches end at random moments within this period.
     #[arg(long, default_value = "0s", value_parser = parse_go_duration)]
     shutdown_watch_termination_grace_period: Duration,
+    /// After the shutdown delay, keep listening and answer new requests 429 with Retry-After
+    /// (and Connection: close) until requests in flight have drained, instead of closing the
+    /// listener.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    shutdown_send_retry_after: bool,
+    /// For this long after start, unfinished post-start hooks do not fail /livez.
+    #[arg(long, default_value = "0s", value_parser = parse_go_duration)]
+    livez_grace_period: Duration,
+    /// Fraction (0 to 0.02) of HTTP/2 requests whose connection gets a GOAWAY, so clients
+    /// spread over replicas behind a load balancer; 0 disables it.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_goaway_chance)]
+    goaway_chance: f64,
+    /// IP address of this replica in the kubernetes Service's endpoints (default: the bind
+    /// address, or the default route's address when binding all addresses).
+    #[arg(long)]
+    advertise_address: Option<IpAddr>,
+    /// How the kubernetes Service's endpoints are kept: lease (one lease per replica) or none.
+    #[arg(long, default_value = "lease")]
+    endpoint_reconciler_type: kapi_server::EndpointReconcilerType,
+    /// How long a replica's lease keeps it in the kubernetes endpoints without renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_go_duration, hide = true)]
+    endpoint_lease_duration: Duration,
     /// How long the change log is kept for watch resumption and paginated lists.
     #[arg(long, default_value = "5m0s", value_parser = parse_go_duration)]
     storage_compaction_window: Duration,
@@ -137,36 +159,20 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 
 /// Parses Go's `time.ParseDuration` syntax (`1h2m3.5s`, `500ms`, `0`), as kube-apiserver flags use.
 fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    if s == "0" {
-        return Ok(Duration::ZERO);
+    match kapi_server::config::parse_go_duration(s) {
+        Ok(Some(d)) => Ok(d),
+        Ok(None) => Err(format!("{s:?} must not be negative")),
+        Err(e) => Err(e.to_string()),
     }
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err("empty duration".into());
+}
+
+/// `--goaway-chance`, validated as kube-apiserver validates it.
+fn parse_goaway_chance(s: &str) -> Result<f64, String> {
+    let chance: f64 = s.parse().map_err(|_| format!("invalid number {s:?}"))?;
+    if !(0.0..=0.02).contains(&chance) {
+        return Err("--goaway-chance can not be less than 0 or greater than 0.02".into());
     }
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if num_len == 0 {
-            return Err(format!("invalid duration {s:?}"));
-        }
-        let n: f64 = rest[..num_len].parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(format!("missing unit in duration {s:?}")),
-            u => return Err(format!("unknown unit {u:?} in duration {s:?}")),
-        };
-        total += n * factor;
-        rest = &rest[unit_len..];
-    }
-    Ok(Duration::from_secs_f64(total))
+    Ok(chance)
 }
 
 fn main() -> ExitCode {
@@ -202,6 +208,12 @@ fn main() -> ExitCode {
         min_request_timeout: cli.min_request_timeout,
         shutdown_delay: cli.shutdown_delay_duration,
         watch_termination_grace: cli.shutdown_watch_termination_grace_period,
+        shutdown_send_retry_after: cli.shutdown_send_retry_after,
+        livez_grace_period: cli.livez_grace_period,
+        goaway_chance: cli.goaway_chance,
+        advertise_address: cli.advertise_address,
+        endpoint_reconciler: cli.endpoint_reconciler_type,
+        endpoint_lease_duration: cli.endpoint_lease_duration,
         compaction_window: cli.storage_compaction_window,
         watch_cache_size: cli.watch_cache_size,
         max_requests_inflight: cli.max_requests_inflight,
@@ -257,5 +269,13 @@ mod tests {
         assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_go_duration("10").is_err());
         assert!(parse_go_duration("abc").is_err());
+        assert!(parse_go_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn goaway_chance_is_bounded_as_kube_bounds_it() {
+        assert_eq!(parse_goaway_chance("0.001"), Ok(0.001));
+        assert!(parse_goaway_chance("0.5").is_err());
+        assert!(parse_goaway_chance("-0.1").is_err());
     }
 }

@@ -28,7 +28,8 @@ pub use haproxy::Haproxy;
 pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
 
-/// How long the server may take to print its "Serving securely on" line.
+/// How long the server may take to print its "Serving securely on" line, and then to pass
+/// `/readyz`.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a graceful shutdown may take before the harness falls back to SIGKILL.
 const TERMINATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,6 +49,8 @@ pub enum HarnessError {
     ExitedEarly { status: String, log: String },
     #[error("kapi did not print its ready line within {timeout:?}; log:\n{log}")]
     StartTimeout { timeout: Duration, log: String },
+    #[error("kapi did not pass /readyz within {timeout:?}; last answer {last}; log:\n{log}")]
+    NotReady { timeout: Duration, last: String, log: String },
     #[error("cannot parse the ready line {0:?}")]
     BadReadyLine(String),
     #[error("command {command} timed out after {timeout:?}")]
@@ -232,12 +235,14 @@ pub enum Credential {
 /// Shared log sink: both output pipes append here so the order of lines is roughly preserved.
 type LogSink = Arc<Mutex<File>>;
 
-/// A running (or stopped) kapi on its own temp data dir. Dropping it kills the process and
-/// removes the data dir; when the current thread is panicking the log is printed first.
+/// A running (or stopped) kapi on its own temp data dir (or sharing another's, see
+/// [`Kapi::start_replica`]). Dropping it kills the process and removes the data dir once no
+/// replica uses it; when the current thread is panicking the log is printed first.
+///
+/// Starting waits for the "Serving securely on" line, then for `/readyz` to pass: the listener
+/// is up before post-start hooks have run.
 pub struct Kapi {
-    dir: TempDir,
-    /// A data dir shared with other replicas (None: `dir/data`, private).
-    shared_data: Option<PathBuf>,
+    dir: Arc<TempDir>,
     args: Vec<String>,
     child: Option<Child>,
     port: u16,
@@ -253,31 +258,68 @@ impl Kapi {
 
     /// Starts kapi with extra flags (for example `--watch-cache-size 8`) on a fresh data dir.
     pub fn start_with(args: &[&str]) -> Result<Self, HarnessError> {
-        Self::launch("kapi-e2e-", None, args)
-    }
-
-    /// Starts a replica on `data_dir`, which other replicas may share (the first one creates
-    /// the database and the certificates). The replica keeps its own log and its own admin
-    /// kubeconfig pointing at its port, since the one in `data_dir` names whichever replica
-    /// wrote it last.
-    pub fn start_replica(data_dir: &Path, args: &[&str]) -> Result<Self, HarnessError> {
-        Self::launch("kapi-replica-", Some(data_dir.to_owned()), args)
-    }
-
-    fn launch(prefix: &str, shared_data: Option<PathBuf>, args: &[&str]) -> Result<Self, HarnessError> {
-        let dir = tempfile::Builder::new().prefix(prefix).tempdir().map_err(io_err("creating the server's temp dir"))?;
+        let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
         let log_path = dir.path().join("kapi.log");
         let mut kapi = Self {
-            dir,
-            shared_data,
+            dir: Arc::new(dir),
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
             port: 0,
             log_path,
             pumps: Vec::new(),
         };
-        kapi.spawn()?;
+        kapi.spawn(true)?;
         Ok(kapi)
+    }
+
+    fn replica(&self, args: &[&str]) -> Self {
+        let replicas = std::fs::read_dir(self.dir.path()).map(|d| d.count()).unwrap_or(0);
+        Self {
+            dir: self.dir.clone(),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            child: None,
+            port: 0,
+            log_path: self.dir.path().join(format!("kapi-replica-{replicas}.log")),
+            pumps: Vec::new(),
+        }
+    }
+
+    /// Starts another replica on this one's data dir (shared database and certificates) with
+    /// its own flags, port and log. The shared admin kubeconfig names the replica started
+    /// last, so talk to replicas with [`Kapi::request`], which uses each one's own URL.
+    pub fn start_replica(&self, args: &[&str]) -> Result<Self, HarnessError> {
+        let mut kapi = self.replica(args);
+        kapi.spawn(true)?;
+        Ok(kapi)
+    }
+
+    /// Starts `n` replicas at the same moment on one fresh data dir (they race to create the
+    /// database and certificates), and waits until each is ready.
+    pub fn start_replicas(n: usize, args: &[&str]) -> Result<Vec<Self>, HarnessError> {
+        let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
+        let first = Self {
+            log_path: dir.path().join("kapi.log"),
+            dir: Arc::new(dir),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            child: None,
+            port: 0,
+            pumps: Vec::new(),
+        };
+        let mut replicas = vec![first];
+        while replicas.len() < n {
+            // Each replica's log file exists before the next is named.
+            let next = replicas[0].replica(args);
+            File::create(&next.log_path).map_err(io_err(format!("creating {}", next.log_path.display())))?;
+            replicas.push(next);
+        }
+        let mut launched = Vec::new();
+        for kapi in &mut replicas {
+            launched.push(kapi.launch()?);
+        }
+        for (kapi, ready_rx) in replicas.iter_mut().zip(launched) {
+            kapi.await_start(ready_rx, true)?;
+        }
+        Ok(replicas)
     }
 
     /// Starts a stopped server again on the same data dir and flags (it picks a new port and
@@ -286,23 +328,46 @@ impl Kapi {
         if self.child.is_some() {
             self.kill9();
         }
-        self.spawn()
+        self.spawn(true)
     }
 
-    fn data_dir(&self) -> PathBuf {
-        self.shared_data.clone().unwrap_or_else(|| self.dir.path().join("data"))
+    /// Like [`Kapi::restart`], but returns as soon as the listener is up, before the server is
+    /// ready (to observe start-up).
+    pub fn restart_listening(&mut self) -> Result<(), HarnessError> {
+        if self.child.is_some() {
+            self.kill9();
+        }
+        self.spawn(false)
     }
 
-    /// Writes this replica's own admin kubeconfig (shared data dirs only).
-    fn write_replica_kubeconfig(&self) {
-        if self.shared_data.is_some() {
-            let pki = self.pki_dir();
-            let admin = Credential::Cert { cert: pki.join("admin.crt"), key: pki.join("admin.key") };
-            self.kubeconfig_for("admin", &admin);
+    /// Waits (bounded) until `/readyz` answers 200.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.try_request(&Request::get("/readyz").accept("*/*")) {
+                Ok(r) if r.status == 200 => return Ok(()),
+                Ok(r) => format!("{}: {}", r.status, r.raw),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(HarnessError::NotReady { timeout, last, log: self.log() });
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
-    fn spawn(&mut self) -> Result<(), HarnessError> {
+    /// The `--data-dir` (database, certificates, kubeconfig).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn spawn(&mut self, wait_ready: bool) -> Result<(), HarnessError> {
+        let ready_rx = self.launch()?;
+        self.await_start(ready_rx, wait_ready)
+    }
+
+    /// Starts the process; its stdout lines arrive on the returned channel.
+    fn launch(&mut self) -> Result<mpsc::Receiver<String>, HarnessError> {
         let bin = kapi_binary()?;
         let log = OpenOptions::new()
             .create(true)
@@ -332,6 +397,11 @@ impl Kapi {
             self.pumps.push(pump(err, sink, None));
         }
         self.child = Some(child);
+        Ok(ready_rx)
+    }
+
+    /// Waits for the ready line (and then `/readyz` when asked).
+    fn await_start(&mut self, ready_rx: mpsc::Receiver<String>, wait_ready: bool) -> Result<(), HarnessError> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -349,7 +419,13 @@ impl Kapi {
                             .and_then(|p| p.parse::<u16>().ok())
                             .ok_or_else(|| HarnessError::BadReadyLine(line.clone()))?;
                         self.port = port;
-                        self.write_replica_kubeconfig();
+                        if wait_ready {
+                            let left = deadline.saturating_duration_since(Instant::now());
+                            if let Err(e) = self.wait_ready(left) {
+                                self.kill9();
+                                return Err(e);
+                            }
+                        }
                         return Ok(());
                     }
                 }
@@ -391,10 +467,7 @@ impl Kapi {
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
-        match self.shared_data {
-            Some(_) => self.dir.path().join("kubeconfig-admin"),
-            None => self.data_dir().join("kubeconfig"),
-        }
+        self.data_dir().join("kubeconfig")
     }
 
     /// Where this server answers, detached from the process handle so that client threads can

@@ -12,7 +12,6 @@ use kapi_e2e::changes::{assert_each_saw_the_log, configmap_log, rv_of, watch_unt
 use kapi_e2e::load::{Load, LoadReport};
 use kapi_e2e::{free_port, wait_for, Endpoint, Haproxy, Kapi, NatsServer, Request};
 use serde_json::json;
-use tempfile::TempDir;
 
 const NS: &str = "behind-lb";
 const SENTINEL: &str = "sentinel";
@@ -28,7 +27,6 @@ const RATE_PER_WORKER: f64 = 30.0;
 const WATCHERS: usize = 20;
 
 struct Setup {
-    data: TempDir,
     _nats: NatsServer,
     replicas: Vec<Kapi>,
     haproxy: Haproxy,
@@ -37,30 +35,22 @@ struct Setup {
 
 fn setup() -> Setup {
     let nats = NatsServer::start().expect("nats-server");
-    let data = tempfile::Builder::new().prefix("kapi-lb-").tempdir().expect("data dir");
-    let shared = data.path().join("data");
-    let replicas: Vec<Kapi> = (0..2)
-        .map(|_| {
-            let port = free_port().expect("port").to_string();
-            let args = [
-                "--secure-port",
-                port.as_str(),
-                "--nats-url",
-                &nats.url(),
-                "--shutdown-delay-duration",
-                "3s",
-                "--shutdown-watch-termination-grace-period",
-                "2s",
-            ];
-            Kapi::start_replica(&shared, &args).expect("replica")
-        })
-        .collect();
-    let pki = shared.join("pki");
+    let url = nats.url();
+    let (port_a, port_b) = (free_port().expect("port").to_string(), free_port().expect("port").to_string());
+    let args = |port: &str| {
+        ["--secure-port", port, "--nats-url", url.as_str(), "--shutdown-delay-duration", "3s", "--shutdown-watch-termination-grace-period", "2s"]
+            .map(str::to_owned)
+    };
+    let first = Kapi::start_with(&args(&port_a).each_ref().map(String::as_str)).expect("first replica");
+    let second = first.start_replica(&args(&port_b).each_ref().map(String::as_str)).expect("second replica");
+    let pki = first.pki_dir();
+    let scratch = first.data_dir();
+    let replicas = vec![first, second];
     let haproxy = Haproxy::start(&replicas.iter().map(Kapi::port).collect::<Vec<_>>(), &pki.join("ca.crt")).expect("haproxy");
-    let lb = Endpoint::new(format!("https://127.0.0.1:{}", haproxy.port()), pki, data.path().to_owned());
+    let lb = Endpoint::new(format!("https://127.0.0.1:{}", haproxy.port()), pki, scratch);
     let ready = wait_for(Duration::from_secs(20), || (lb.try_request(&Request::get("/readyz")).ok()?.status == 200).then_some(()));
     assert!(ready.is_some(), "haproxy has no ready replica: {}", haproxy.log());
-    Setup { data, _nats: nats, replicas, haproxy, lb }
+    Setup { _nats: nats, replicas, haproxy, lb }
 }
 
 /// SIGTERM, then the exit code and how long the replica took.
@@ -116,7 +106,7 @@ fn under_load(scenario: impl FnOnce(&mut Setup)) {
     assert!(report.unexpected.is_empty(), "unexpected answers: {:?}", report.unexpected);
     assert_eq!(report.throttled_without_retry_after, 0, "429 without Retry-After");
     assert!(report.rate() >= 200.0, "the load was below 200 requests/s: {:.0}/s", report.rate());
-    let log = configmap_log(&setup.data.path().join("data"), NS, from, sentinel);
+    let log = configmap_log(&setup.replicas[0].data_dir(), NS, from, sentinel);
     assert!(log.len() > 500, "the load wrote too little to mean anything: {} events", log.len());
     assert_each_saw_the_log(&runs, &log);
     assert!(runs.iter().any(|r| r.connections.len() > 1), "no watch had to move to the other replica");

@@ -29,9 +29,11 @@ fn prometheus_scrapes_every_replica_with_replication_metrics() {
     let prometheus_bin = which("prometheus").expect("prometheus (scripts/test.sh installs it)");
     let nats = NatsServer::start().expect("nats-server");
     let data = tempfile::Builder::new().prefix("kapi-prom-").tempdir().expect("data dir");
-    let shared = data.path().join("data");
-    let replicas: Vec<Kapi> = (0..2).map(|_| Kapi::start_replica(&shared, &["--nats-url", &nats.url()]).expect("replica")).collect();
-    let pki = shared.join("pki");
+    let url = nats.url();
+    let first = Kapi::start_with(&["--nats-url", &url]).expect("first replica");
+    let second = first.start_replica(&["--nats-url", &url]).expect("second replica");
+    let pki = first.pki_dir();
+    let replicas = [first, second];
     let targets: Vec<String> = replicas.iter().map(|r| format!("'127.0.0.1:{}'", r.port())).collect();
     let config = format!(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: kapi\n    scheme: https\n    tls_config:\n      ca_file: {ca}\n      cert_file: {cert}\n      key_file: {key}\n      server_name: localhost\n    static_configs:\n      - targets: [{targets}]\n",

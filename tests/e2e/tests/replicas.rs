@@ -14,40 +14,34 @@ use std::time::Duration;
 use kapi_e2e::changes::{assert_each_saw_the_log, configmap_log, rv_of, watch_until, WatchRun};
 use kapi_e2e::{run_with_timeout, Endpoint, HttpResponse, Kapi, NatsServer, Request};
 use serde_json::{json, Value};
-use tempfile::TempDir;
 
 const NS: &str = "fanout";
 const SENTINEL: &str = "sentinel";
 
 /// nats-server plus replicas sharing one data dir.
 struct Cluster {
-    data: TempDir,
     nats: NatsServer,
     replicas: Vec<Kapi>,
-    args: Vec<String>,
 }
 
 impl Cluster {
+    /// The first replica creates the database and certificates; the others start on them.
     fn start(n: usize, extra: &[&str]) -> Cluster {
         let nats = NatsServer::start().expect("start nats-server");
-        let data = tempfile::Builder::new().prefix("kapi-shared-").tempdir().expect("shared data dir");
-        let mut args = vec!["--nats-url".to_owned(), nats.url()];
-        args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let mut cluster = Cluster { data, nats, replicas: Vec::new(), args };
-        for _ in 0..n {
-            let replica = cluster.start_one();
-            cluster.replicas.push(replica);
+        let url = nats.url();
+        let mut args = vec!["--nats-url", url.as_str()];
+        args.extend_from_slice(extra);
+        let first = Kapi::start_with(&args).expect("start the first replica");
+        let mut replicas = vec![];
+        for _ in 1..n {
+            replicas.push(first.start_replica(&args).expect("start replica"));
         }
-        cluster
+        replicas.insert(0, first);
+        Cluster { nats, replicas }
     }
 
     fn data_dir(&self) -> PathBuf {
-        self.data.path().join("data")
-    }
-
-    fn start_one(&self) -> Kapi {
-        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        Kapi::start_replica(&self.data_dir(), &args).expect("start replica")
+        self.replicas[0].data_dir()
     }
 
     fn endpoints(&self) -> Vec<Endpoint> {
@@ -405,12 +399,7 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
 /// restart changes nothing (no duplicated binding subjects).
 #[test]
 fn replicas_started_together_on_a_fresh_data_dir_share_one_bootstrap() {
-    let data = tempfile::Builder::new().prefix("kapi-together-").tempdir().expect("data dir");
-    let shared = data.path().join("data");
-    let mut replicas: Vec<Kapi> = std::thread::scope(|s| {
-        let starts: Vec<_> = (0..3).map(|_| s.spawn(|| Kapi::start_replica(&shared, &[]))).collect();
-        starts.into_iter().map(|h| h.join().expect("start thread").expect("replica starts")).collect()
-    });
+    let mut replicas = Kapi::start_replicas(3, &[]).expect("three replicas start together");
     let binding = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:controller:attachdetach-controller";
     let subjects = |kapi: &Kapi| {
         let b = kapi.get_json(binding);

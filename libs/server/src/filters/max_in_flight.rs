@@ -3,19 +3,21 @@
 //! answered 429 with `Retry-After: 1` at once instead of queueing, so an overloaded replica
 //! sheds load and clients retry (elsewhere, behind a load balancer). Long-running requests
 //! (watches) are not counted, and `system:masters` is never limited, as in kube.
+//!
+//! The 429 is kube's: plain text `Too many requests, please try again later.`, not a Status
+//! (client-go turns it into a TooManyRequests error and retries after `Retry-After`).
 
 use std::sync::Arc;
 
-use http::{Request, Response};
+use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use kapi_apimachinery::ApiError;
 use kapi_auth::UserInfo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 use super::filter;
 use crate::request_info::RequestInfo;
-use crate::response::Body;
+use crate::response::{self, Body};
 use crate::state::ApiServer;
 
 /// The two budgets; `None` is unlimited (a flag value of 0).
@@ -45,6 +47,13 @@ impl Drop for Slot {
     }
 }
 
+/// kube's `tooManyRequests`.
+fn too_many_requests() -> Response<Body> {
+    let mut resp = response::text(StatusCode::TOO_MANY_REQUESTS, "Too many requests, please try again later.\n", "text/plain; charset=utf-8");
+    resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
 async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
 where
     S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
@@ -69,8 +78,8 @@ where
                 Some(Slot { _permit: permit, gauge })
             }
             Err(_) => {
-                let err = ApiError::too_many_requests("Too many requests, please try again later.", 1);
-                return super::reject(req, srv.options.max_body_bytes, &err).await;
+                super::drain_body(req.into_body(), srv.options.max_body_bytes).await;
+                return too_many_requests();
             }
         },
         _ => None,
@@ -79,8 +88,11 @@ where
         Ok(resp) => resp,
         Err(never) => match never {},
     };
-    drop(slot);
-    resp
+    match slot {
+        // The slot is free once the answer is written, not when it is ready.
+        Some(slot) => response::hold_until_sent(resp, slot),
+        None => resp,
+    }
 }
 
 filter!(
@@ -89,3 +101,20 @@ filter!(
     Incoming,
     run
 );
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::too_many_requests;
+
+    #[tokio::test]
+    async fn refusals_are_kubes_plain_text_429() {
+        let resp = too_many_requests();
+        assert_eq!(resp.status(), 429);
+        assert_eq!(resp.headers()["retry-after"], "1");
+        assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"Too many requests, please try again later.\n");
+    }
+}

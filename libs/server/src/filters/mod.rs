@@ -2,16 +2,20 @@
 //!
 //! Order and why:
 //! 1. [`panic_recovery`] — a bug in one request answers 500 instead of dropping the connection;
-//!    [`shutdown`] — after SIGTERM, HTTP/1.1 answers say `Connection: close`;
 //! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
-//! 3. [`metrics`] — times everything after it, including rejected requests;
-//! 4. [`authentication`] — 401 before any work is done for unknown callers;
+//! 3. [`shutdown`] — counts requests in flight for termination, tells clients to reconnect
+//!    after SIGTERM and refuses new requests once draining (it needs the request info: watches
+//!    are counted apart); before authentication, as kube's `WithRetryAfter`, so a draining
+//!    replica spends nothing on requests it refuses;
+//!    [`goaway`] — `--goaway-chance` of HTTP/2 answers close their connection;
+//! 4. [`metrics`] — times everything after it, including rejected requests;
+//! 5. [`authentication`] — 401 before any work is done for unknown callers;
 //!    [`impersonation`] — `Impersonate-*` headers swap the user, each part authorized;
-//! 5. [`max_in_flight`] — 429 beyond the concurrency budgets (it needs the user: masters are
+//! 6. [`max_in_flight`] — 429 beyond the concurrency budgets (it needs the user: masters are
 //!    exempt);
-//! 6. [`authorization`] — 403 with kube's message before reading the body;
-//! 7. [`body_limit`] — 413 before decoding, and the body read into memory;
-//! 8. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`.
+//! 7. [`authorization`] — 403 with kube's message before reading the body;
+//! 8. [`body_limit`] — 413 before decoding, and the body read into memory;
+//! 9. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`.
 //!
 //! What a filter learns travels in request extensions, as kube's filters use the request
 //! context: [`RequestInfo`](crate::request_info::RequestInfo), [`ErrorOutput`],
@@ -20,6 +24,7 @@
 pub mod authentication;
 pub mod authorization;
 pub mod body_limit;
+pub mod goaway;
 pub mod impersonation;
 pub mod max_in_flight;
 pub mod metrics;
@@ -35,7 +40,7 @@ use std::sync::Arc;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use tower::{Service, ServiceBuilder};
+use tower::ServiceBuilder;
 
 use crate::handler::Router;
 use crate::negotiation::Output;
@@ -61,14 +66,17 @@ pub struct ConnInfo {
 #[derive(Debug, Clone, Copy)]
 pub struct ErrorOutput(pub Output);
 
+/// The assembled chain, shareable between connections (the listener installs it once the
+/// server is built).
+pub type Chain = tower::util::BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>;
+
 /// The whole chain in front of the router.
-pub fn chain(
-    srv: Arc<ApiServer>,
-) -> impl Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future = ResponseFuture> + Clone + Send + 'static {
-    ServiceBuilder::new()
+pub fn chain(srv: Arc<ApiServer>) -> Chain {
+    let chain = ServiceBuilder::new()
         .layer(panic_recovery::PanicRecoveryLayer::new())
-        .layer(shutdown::CloseWhenShuttingDownLayer::new(srv.clone()))
         .layer(request_info::RequestInfoLayer::new())
+        .layer(shutdown::ShutdownLayer::new(srv.clone()))
+        .layer(goaway::GoawayLayer::new(srv.options.goaway_chance))
         .layer(metrics::MetricsLayer::new(srv.clone()))
         .layer(authentication::AuthenticationLayer::new(srv.clone()))
         .layer(impersonation::ImpersonationLayer::new(srv.clone()))
@@ -76,7 +84,8 @@ pub fn chain(
         .layer(authorization::AuthorizationLayer::new(srv.clone()))
         .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))
         .layer(timeout::TimeoutLayer::new(srv.options.request_timeout))
-        .service(Router::new(srv))
+        .service(Router::new(srv));
+    tower::util::BoxCloneSyncService::new(chain)
 }
 
 /// How long reading and dropping an unwanted request body may take.

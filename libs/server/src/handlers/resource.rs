@@ -34,6 +34,10 @@ use crate::state::ApiServer;
 use crate::transform::{self, IncludeObject};
 use crate::watch_stream;
 
+/// How long a watch lasts when nothing bounds it (a year: effectively until the client or
+/// termination ends it).
+const WATCH_WITHOUT_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 type HandlerResult = Result<Response<Body>, ApiError>;
 
 /// Patch media types served for kinds with a typed schema.
@@ -380,8 +384,16 @@ async fn list(
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
             // The common case (informers, kubectl -o json): serialize straight from the cached
             // objects instead of building a copy of the whole list first.
-            let list = TypedListRef { kind: format!("{}List", spec.kind), api_version: spec.api_version(), metadata: &meta, items: &page.items };
-            let bytes = serde_json::to_vec(&list).map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
+            // A big list takes long to encode: off the async workers, so that watches and other
+            // requests keep being served meanwhile (a burst of big lists would stall them).
+            let items = page.items;
+            let bytes = tokio::task::spawn_blocking(move || {
+                let list = TypedListRef { kind: format!("{}List", spec.kind), api_version: spec.api_version(), metadata: &meta, items: &items };
+                serde_json::to_vec(&list)
+            })
+            .await
+            .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?
+            .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
             let mut resp = Response::new(response::full(bytes));
             resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
             return Ok(resp);
@@ -406,12 +418,13 @@ async fn watch(
         let by_name = FieldSelector::parse(&format!("metadata.name={}", info.name))?;
         params.fields = Some(by_name);
     }
-    let timeout = match query.u64("timeoutSeconds")? {
+    // kube: the client's timeoutSeconds; when absent or 0, a random time in
+    // [min, 2*min) of --min-request-timeout, so watches do not all end (and relist) together;
+    // with --min-request-timeout=0, no server-side end at all.
+    let timeout = match query.u64("timeoutSeconds")?.filter(|s| *s > 0) {
         Some(s) => Duration::from_secs(s),
-        None => {
-            let min = srv.options.min_request_timeout.as_secs().max(1);
-            Duration::from_secs(min + rand::random::<u64>() % min)
-        }
+        None if srv.options.min_request_timeout.is_zero() => WATCH_WITHOUT_TIMEOUT,
+        None => srv.options.min_request_timeout.mul_f64(1.0 + rand::random::<f64>()),
     };
     let allow_bookmarks = query.bool("allowWatchBookmarks")?.unwrap_or(false);
     let watcher = srv.rest.watch(strategy, ns, &params).await?;

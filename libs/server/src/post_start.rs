@@ -1,0 +1,85 @@
+//! kapi's post-start hooks, each under kube-apiserver's name for the same job, so
+//! `/readyz?verbose` reads as it does on kube:
+//!
+//! - `start-system-namespaces-controller`: `kube-system`, `kube-public`, `kube-node-lease`;
+//! - `bootstrap-controller`: the `default` namespace and the `kubernetes` Service, then the
+//!   endpoint controller (its address is added once `/readyz` passes, as kube's);
+//! - `rbac/bootstrap-roles`: the default roles and bindings;
+//! - `start-kube-apiserver-identity-lease-controller`: this replica's Lease.
+//!
+//! All are idempotent and safe from several replicas at once. They retry while storage is busy;
+//! one that still fails after [`HOOK_BUDGET`] ends the process, as a failed kube post-start hook
+//! does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use crate::endpoints::EndpointController;
+use crate::lifecycle::{HookError, PostStartHook, PostStartHooks};
+use crate::state::ApiServer;
+use crate::{bootstrap, rbac_bootstrap};
+
+/// How long a failing hook is retried before the process gives up.
+pub const HOOK_BUDGET: Duration = Duration::from_secs(60);
+
+/// The registered hooks, waiting for the server they run against.
+#[derive(Debug)]
+pub struct PostStart {
+    system_namespaces: PostStartHook,
+    bootstrap_controller: PostStartHook,
+    bootstrap_roles: PostStartHook,
+    identity_lease: Option<PostStartHook>,
+}
+
+impl PostStart {
+    /// Registers kapi's hooks (the identity lease only with the lease endpoint reconciler).
+    pub fn register(hooks: &mut PostStartHooks, endpoint_leases: bool) -> Self {
+        Self {
+            system_namespaces: hooks.register("start-system-namespaces-controller"),
+            bootstrap_controller: hooks.register("bootstrap-controller"),
+            bootstrap_roles: hooks.register("rbac/bootstrap-roles"),
+            identity_lease: endpoint_leases.then(|| hooks.register("start-kube-apiserver-identity-lease-controller")),
+        }
+    }
+
+    /// Runs every hook in its own task; a task's error is fatal to the server.
+    pub fn spawn(self, srv: &Arc<ApiServer>, secure_port: u16, endpoints: Option<Arc<EndpointController>>) -> JoinSet<Result<(), HookError>> {
+        let mut tasks = JoinSet::new();
+        let rest = srv.rest.clone();
+        let namespaces = self.system_namespaces.clone();
+        tasks.spawn({
+            let rest = rest.clone();
+            async move { self.system_namespaces.run(HOOK_BUDGET, || bootstrap::system_namespaces(&rest)).await }
+        });
+        tasks.spawn({
+            let (rest, endpoints) = (rest.clone(), endpoints.clone());
+            async move {
+                self.bootstrap_controller.run(HOOK_BUDGET, || bootstrap::kubernetes_service(&rest, secure_port)).await?;
+                if let Some(controller) = endpoints {
+                    controller.start();
+                }
+                Ok(())
+            }
+        });
+        tasks.spawn({
+            let rest = rest.clone();
+            async move {
+                let policy = match kapi_auth::rbac::bootstrap_policy() {
+                    Ok(policy) => policy,
+                    Err(e) => return Err(HookError::PostStart { name: "rbac/bootstrap-roles".into(), reason: e.to_string() }),
+                };
+                self.bootstrap_roles.run(HOOK_BUDGET, || rbac_bootstrap::run(&rest, &policy)).await
+            }
+        });
+        if let (Some(hook), Some(controller)) = (self.identity_lease, endpoints) {
+            tasks.spawn(async move {
+                // The lease lives in kube-system.
+                namespaces.finished().await;
+                hook.run(HOOK_BUDGET, || controller.acquire_lease()).await
+            });
+        }
+        tasks
+    }
+}
