@@ -1,9 +1,9 @@
 //! Connection set-up and the schema, shared by the writer, the readers and the background threads.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::{Result, Revision, StorageError};
 
@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS meta (
 INSERT OR IGNORE INTO meta (id, revision, compacted) VALUES (1, 0, 0);
 ";
 
-fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+fn open_conn(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -51,14 +51,46 @@ fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
 }
 
 /// Opens the write connection: WAL, fsync before a commit returns, and the schema in place.
+///
+/// Switching a new file to WAL mode answers SQLITE_BUSY at once, without the busy handler,
+/// while another process does the same: replicas starting together on a fresh data dir retry
+/// here, within the busy timeout, instead of failing.
 pub(super) fn open_writer(path: &Path, busy_timeout: Duration) -> Result<Connection> {
-    let conn = open(path, busy_timeout)?;
+    let deadline = Instant::now() + busy_timeout;
+    loop {
+        let attempt = open_conn(path, busy_timeout).map_err(WriterSetup::Sqlite).and_then(|conn| set_up_writer(path, &conn).map(|()| conn));
+        match attempt {
+            Ok(conn) => return Ok(conn),
+            Err(WriterSetup::Sqlite(e))
+                if matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(WriterSetup::Sqlite(e)) => return Err(e.into()),
+            Err(WriterSetup::Refused(e)) => return Err(e),
+        }
+    }
+}
+
+/// Why the writer's set-up failed: SQLite (maybe busy), or a file kapi must not use.
+enum WriterSetup {
+    Sqlite(rusqlite::Error),
+    Refused(StorageError),
+}
+
+impl From<rusqlite::Error> for WriterSetup {
+    fn from(e: rusqlite::Error) -> Self {
+        WriterSetup::Sqlite(e)
+    }
+}
+
+fn set_up_writer(path: &Path, conn: &Connection) -> std::result::Result<(), WriterSetup> {
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StorageError::Backend(format!(
+        return Err(WriterSetup::Refused(StorageError::Backend(format!(
             "sqlite: cannot switch {} to WAL mode (journal_mode is {mode})",
             path.display()
-        )));
+        ))));
     }
     conn.execute_batch("PRAGMA synchronous = FULL;")?;
     conn.execute_batch("BEGIN IMMEDIATE;")?;
@@ -71,10 +103,10 @@ pub(super) fn open_writer(path: &Path, busy_timeout: Duration) -> Result<Connect
     };
     if version > SCHEMA_VERSION {
         let _ = conn.execute_batch("ROLLBACK;");
-        return Err(StorageError::Backend(format!(
+        return Err(WriterSetup::Refused(StorageError::Backend(format!(
             "sqlite: {} has schema version {version}, this kapi knows {SCHEMA_VERSION}",
             path.display()
-        )));
+        ))));
     }
     let init = conn
         .execute_batch(SCHEMA)
@@ -84,12 +116,12 @@ pub(super) fn open_writer(path: &Path, busy_timeout: Duration) -> Result<Connect
         let _ = conn.execute_batch("ROLLBACK;");
         return Err(e.into());
     }
-    Ok(conn)
+    Ok(())
 }
 
 /// Opens a connection that only reads (the pool, the poller, the compaction planner).
 pub(super) fn open_reader(path: &Path, busy_timeout: Duration) -> Result<Connection> {
-    let conn = open(path, busy_timeout)?;
+    let conn = open_conn(path, busy_timeout)?;
     conn.execute_batch("PRAGMA query_only = ON;")?;
     Ok(conn)
 }
