@@ -89,3 +89,11 @@ pub fn text(status: StatusCode, body: impl Into<Bytes>, content_type: &'static s
     resp.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     resp
 }
+
+/// kube's plain-text 429 (`message` and a newline) with `Retry-After`, as its in-flight limit
+/// and its shutdown filter write it, not a Status.
+pub fn too_many_requests(message: &str, retry_after: &'static str) -> Response<Body> {
+    let mut resp = text(StatusCode::TOO_MANY_REQUESTS, format!("{message}\n"), "text/plain; charset=utf-8");
+    resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(retry_after));
+    resp
+}

@@ -78,7 +78,6 @@ impl LagTracker {
         let since = *self.behind_since.lock().unwrap_or_else(|p| p.into_inner());
         FollowerLag {
             applied,
-            known,
             revisions: known - applied,
             seconds: if known > applied { since.map_or(0.0, |s| s.elapsed().as_secs_f64()) } else { 0.0 },
         }
@@ -90,12 +89,11 @@ impl LagTracker {
 pub struct FollowerLag {
     /// Revision the caches have applied.
     pub applied: Revision,
-    /// Highest revision known to be committed (store notifications, NATS hints, readers).
-    pub known: Revision,
-    /// `known - applied`: a revision distance (contiguous revisions on SQLite make it an event
-    /// count; FoundationDB's versionstamps do not).
+    /// How far the highest revision known to be committed (store notifications, NATS hints,
+    /// readers) is ahead of `applied`: a revision distance (contiguous revisions on SQLite make
+    /// it an event count; FoundationDB's versionstamps do not).
     pub revisions: Revision,
-    /// How long the caches have trailed `known` (0 when caught up).
+    /// How long the caches have trailed that revision (0 when caught up).
     pub seconds: f64,
 }
 

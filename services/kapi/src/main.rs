@@ -169,7 +169,7 @@ fn parse_go_duration(s: &str) -> Result<Duration, String> {
 /// `--goaway-chance`, validated as kube-apiserver validates it.
 fn parse_goaway_chance(s: &str) -> Result<f64, String> {
     let chance: f64 = s.parse().map_err(|_| format!("invalid number {s:?}"))?;
-    if !(0.0..=0.02).contains(&chance) {
+    if !(0.0..=kapi_server::filters::goaway::MAX_GOAWAY_CHANCE).contains(&chance) {
         return Err("--goaway-chance can not be less than 0 or greater than 0.02".into());
     }
     Ok(chance)

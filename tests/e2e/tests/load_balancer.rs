@@ -37,12 +37,9 @@ fn setup() -> Setup {
     let nats = NatsServer::start().expect("nats-server");
     let url = nats.url();
     let (port_a, port_b) = (free_port().expect("port").to_string(), free_port().expect("port").to_string());
-    let args = |port: &str| {
-        ["--secure-port", port, "--nats-url", url.as_str(), "--shutdown-delay-duration", "3s", "--shutdown-watch-termination-grace-period", "2s"]
-            .map(str::to_owned)
-    };
-    let first = Kapi::start_with(&args(&port_a).each_ref().map(String::as_str)).expect("first replica");
-    let second = first.start_replica(&args(&port_b).each_ref().map(String::as_str)).expect("second replica");
+    let args = |port| ["--secure-port", port, "--nats-url", url.as_str(), "--shutdown-delay-duration", "3s", "--shutdown-watch-termination-grace-period", "2s"];
+    let first = Kapi::start_with(&args(port_a.as_str())).expect("first replica");
+    let second = first.start_replica(&args(port_b.as_str())).expect("second replica");
     let pki = first.pki_dir();
     let scratch = first.data_dir();
     let replicas = vec![first, second];

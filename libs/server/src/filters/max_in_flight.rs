@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use kapi_auth::UserInfo;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -49,9 +49,7 @@ impl Drop for Slot {
 
 /// kube's `tooManyRequests`.
 fn too_many_requests() -> Response<Body> {
-    let mut resp = response::text(StatusCode::TOO_MANY_REQUESTS, "Too many requests, please try again later.\n", "text/plain; charset=utf-8");
-    resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    resp
+    response::too_many_requests("Too many requests, please try again later.", "1")
 }
 
 async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use kapi_apimachinery::ApiError;
 use tower::ServiceExt;
@@ -45,8 +45,7 @@ fn is_exempt(req: &Request<Incoming>) -> bool {
 
 /// 429 the way kube's `WithRetryAfter` writes it: plain text, `Retry-After: 5`, connection closed.
 fn retry_after() -> Response<Body> {
-    let mut resp = response::text(StatusCode::TOO_MANY_REQUESTS, format!("{RETRY_AFTER_MESSAGE}\n"), "text/plain; charset=utf-8");
-    resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    let mut resp = response::too_many_requests(RETRY_AFTER_MESSAGE, "5");
     resp.extensions_mut().insert(CloseConnection);
     resp
 }

@@ -240,6 +240,31 @@ fn view(revision: Revision, meta: Meta) -> Result<Index, StorageError> {
     })
 }
 
+/// One transaction's part of a snapshot read: resolves the revision (`at`, else the current
+/// one), refuses compacted or future revisions, and scans visible keys from `cursor`. The
+/// outer `Result` is FoundationDB's (retried by the caller's loop), the inner one the store's
+/// answer.
+#[allow(clippy::too_many_arguments)]
+async fn scan_snapshot(
+    trx: &Transaction,
+    layout: &Layout,
+    revs: &Revisions,
+    at: Option<Revision>,
+    prefix: &str,
+    cursor: &Cursor,
+    want: usize,
+    deadline: Instant,
+) -> Result<Result<(Revision, Scan), StorageError>, FdbBindingError> {
+    let meta = read_meta(trx, layout, revs).await?;
+    let revision = at.unwrap_or(meta.current);
+    let index = match view(revision, meta) {
+        Ok(index) => index,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let scan = scan(trx, layout, index, revs.stamp(revision), prefix, cursor, want, deadline).await?;
+    Ok(Ok((revision, scan)))
+}
+
 pub(super) async fn list(inner: &Inner, prefix: &str, opts: &ListOptions) -> Result<ListResult> {
     let (layout, revs) = (&inner.layout, &inner.revs);
     let limit = opts.limit.unwrap_or(usize::MAX);
@@ -256,23 +281,12 @@ pub(super) async fn list(inner: &Inner, prefix: &str, opts: &ListOptions) -> Res
             .db
             .run(|trx, _| async move {
                 let deadline = Instant::now() + TXN_TIME_BUDGET;
-                let meta = read_meta(&trx, layout, revs).await?;
-                let revision = fixed.or(opts.revision).unwrap_or(meta.current);
-                let index = match view(revision, meta) {
-                    Ok(index) => index,
-                    Err(refused) => return Ok(Err(refused)),
-                };
-                let scan = scan(
-                    &trx,
-                    layout,
-                    index,
-                    revs.stamp(revision),
-                    prefix,
-                    cursor_ref,
-                    needed.saturating_add(1),
-                    deadline,
-                )
-                .await?;
+                let at = fixed.or(opts.revision);
+                let (revision, scan) =
+                    match scan_snapshot(&trx, layout, revs, at, prefix, cursor_ref, needed.saturating_add(1), deadline).await? {
+                        Ok(found) => found,
+                        Err(refused) => return Ok(Err(refused)),
+                    };
                 let take = scan.visible.len().min(needed);
                 let stamps: Vec<Stamp> = scan.visible[..take].iter().map(|v| v.modified).collect();
                 let values = chunks::read_many(&trx, layout, &stamps, deadline).await?;
@@ -335,24 +349,9 @@ pub(super) async fn count(inner: &Inner, prefix: &str) -> Result<u64> {
             .db
             .run(|trx, _| async move {
                 let deadline = Instant::now() + TXN_TIME_BUDGET;
-                let meta = read_meta(&trx, layout, revs).await?;
-                let revision = fixed.unwrap_or(meta.current);
-                let index = match view(revision, meta) {
-                    Ok(index) => index,
-                    Err(refused) => return Ok(Err(refused)),
-                };
-                let scan = scan(
-                    &trx,
-                    layout,
-                    index,
-                    revs.stamp(revision),
-                    prefix,
-                    cursor_ref,
-                    usize::MAX,
-                    deadline,
-                )
-                .await?;
-                Ok(Ok((revision, scan.visible.len() as u64, scan.next)))
+                Ok(scan_snapshot(&trx, layout, revs, fixed, prefix, cursor_ref, usize::MAX, deadline)
+                    .await?
+                    .map(|(revision, scan)| (revision, scan.visible.len() as u64, scan.next)))
             })
             .await
             .map_err(from_binding)??;
