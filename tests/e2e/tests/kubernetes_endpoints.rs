@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use kapi_e2e::{wait_for, Kapi};
+use kapi_e2e::{wait_for, Kapi, Request};
 use serde_json::Value;
 
 const ENDPOINTS: &str = "/api/v1/namespaces/default/endpoints/kubernetes";
@@ -14,10 +14,16 @@ const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases
 /// Short leases so that expiry is observable in a test (kube's fixed 15 s otherwise).
 const FLAGS: [&str; 2] = ["--endpoint-lease-duration", "3s"];
 
-/// `ip:port` of every address in the Endpoints, read through `kapi`.
+/// `ip:port` of every address in the Endpoints, read through `kapi`; empty while the object
+/// does not exist yet (the reconciler writes it just after the replica turns ready).
 fn endpoint_addresses(kapi: &Kapi) -> BTreeSet<String> {
-    let ep = kapi.get_json(ENDPOINTS);
+    let answer = kapi.request(&Request::get(ENDPOINTS));
     let mut out = BTreeSet::new();
+    if answer.status == 404 {
+        return out;
+    }
+    assert_eq!(answer.status, 200, "GET {ENDPOINTS}: {}", answer.raw);
+    let ep = answer.body;
     for subset in ep["subsets"].as_array().into_iter().flatten() {
         for port in subset["ports"].as_array().into_iter().flatten() {
             for addr in subset["addresses"].as_array().into_iter().flatten() {
