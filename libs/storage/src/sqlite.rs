@@ -24,6 +24,7 @@
 //! i.e. whichever keeps fewer events.
 
 mod background;
+mod busy;
 mod reader;
 mod schema;
 mod writer;
@@ -59,7 +60,8 @@ pub struct SqliteConfig {
     pub queue_capacity: usize,
     /// Number of reader connections (and concurrent blocking reads), default 4.
     pub readers: usize,
-    /// How long a connection waits for a lock held by another connection or process.
+    /// How long a connection waits for a lock held by another connection or process (the
+    /// writer retries every 1 to 2 ms meanwhile: `sqlite/busy.rs`).
     pub busy_timeout: Duration,
 }
 
@@ -116,6 +118,7 @@ impl SqliteStore {
             writer_conn,
             write_rx,
             config.max_batch.max(1),
+            config.busy_timeout,
             Arc::clone(&notify),
         )?;
 

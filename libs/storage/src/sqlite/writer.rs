@@ -1,7 +1,7 @@
 //! The writer thread: group commit of queued writes in one `BEGIN IMMEDIATE` transaction.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -46,16 +46,23 @@ pub(super) struct WriteRequest {
     pub(super) reply: oneshot::Sender<Result<WriteOutcome>>,
 }
 
-/// Starts the thread that owns `conn` and serves `requests` until every sender is gone.
+/// Starts the thread that owns `conn` and serves `requests` until every sender is gone; a
+/// transaction waits at most `busy_budget` for another process's write lock.
 pub(super) fn spawn(
     conn: Connection,
     requests: mpsc::Receiver<WriteRequest>,
     max_batch: usize,
+    busy_budget: Duration,
     notify: Arc<watch::Sender<Revision>>,
 ) -> Result<()> {
     std::thread::Builder::new()
         .name("kapi-sqlite-writer".into())
-        .spawn(move || run(conn, requests, max_batch, &notify))
+        .spawn(move || {
+            if let Err(e) = super::busy::install(&conn, busy_budget) {
+                tracing::warn!(error = %e, "sqlite writer keeps SQLite's own busy handler");
+            }
+            run(conn, requests, max_batch, &notify)
+        })
         .map(|_| ())
         .map_err(|e| StorageError::Backend(format!("cannot start sqlite writer thread: {e}")))
 }
