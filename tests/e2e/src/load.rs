@@ -101,15 +101,20 @@ impl Load {
 }
 
 fn tls_config(pki: &Path) -> rustls::ClientConfig {
+    tls_client_config(&pki.join("ca.crt"), &pki.join("admin.crt"), &pki.join("admin.key"))
+}
+
+/// A rustls client trusting `ca` and presenting `cert`/`key`, for tests that need the raw
+/// connection (a body sent in pieces, a request left unfinished).
+pub fn tls_client_config(ca: &Path, cert: &Path, key: &Path) -> rustls::ClientConfig {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let read = |name: &str| std::fs::read(pki.join(name)).unwrap_or_else(|e| panic!("reading {name}: {e}"));
+    let read = |path: &Path| std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut read("ca.crt").as_slice()) {
-        roots.add(cert.expect("CA certificate")).expect("CA certificate");
+    for c in rustls_pemfile::certs(&mut read(ca).as_slice()) {
+        roots.add(c.expect("CA certificate")).expect("CA certificate");
     }
-    let chain: Vec<CertificateDer<'static>> =
-        rustls_pemfile::certs(&mut read("admin.crt").as_slice()).collect::<Result<_, _>>().expect("admin certificate");
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut read("admin.key").as_slice()).expect("admin key").expect("admin key");
+    let chain: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut read(cert).as_slice()).collect::<Result<_, _>>().expect("client certificate");
+    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut read(key).as_slice()).expect("client key").expect("client key");
     rustls::ClientConfig::builder().with_root_certificates(roots).with_client_auth_cert(chain, key).expect("client TLS config")
 }
 

@@ -1,11 +1,16 @@
 //! `--max-requests-inflight`: a burst of concurrent slow lists far beyond the budget gets kube's
 //! 429 (plain text, `Retry-After: 1`), never a 5xx, while watches (long-running, not counted)
-//! keep delivering events and system:masters is never limited.
+//! keep delivering events and system:masters is never limited. A request whose body trickles
+//! in ends at its deadline with 504 and gives its in-flight slot back.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
+use kapi_e2e::load::tls_client_config;
 use kapi_e2e::{run_with_timeout, Credential, Kapi, Request};
 use serde_json::json;
 
@@ -16,10 +21,10 @@ const BURST: usize = 200;
 /// kube's 429 body.
 const TOO_MANY: &str = "Too many requests, please try again later.\n";
 
-/// A client certificate for `user`, who may read configmaps (the `view` role) but is not a
-/// member of system:masters, so the in-flight budget applies to it.
-fn limited_user(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
-    let out = kapi.kubectl(&["create", "clusterrolebinding", user, "--clusterrole=view", &format!("--user={user}")]);
+/// A client certificate for `user`, bound to the cluster role `role` but not a member of
+/// system:masters, so the in-flight budgets apply to it.
+fn limited_user(kapi: &Kapi, user: &str, role: &str) -> (PathBuf, PathBuf) {
+    let out = kapi.kubectl(&["create", "clusterrolebinding", user, &format!("--clusterrole={role}"), &format!("--user={user}")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     match kapi.issue_client_cert(user, &[]) {
         Credential::Cert { cert, key } => (cert, key),
@@ -59,7 +64,7 @@ fn curl_discarding(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str) -> (u16, 
 #[test]
 fn a_burst_of_slow_lists_gets_429_with_retry_after_and_watches_keep_working() {
     let kapi = Kapi::start_with(&["--max-requests-inflight", BUDGET]).expect("start kapi");
-    let loader = limited_user(&kapi, "loader");
+    let loader = limited_user(&kapi, "loader", "view");
     let ns = "/api/v1/namespaces/default/configmaps";
     // Lists are slow the way big lists are: 40 objects of 512 KiB make a 21 MB answer to encode
     // and send, about a second each here (admin writes are never limited).
@@ -106,4 +111,69 @@ fn a_burst_of_slow_lists_gets_429_with_retry_after_and_watches_keep_working() {
     }
     assert_eq!(watch.0, 200, "the watch is long-running and never limited: {watch:?}");
     assert!(watch.2.contains(r#""name":"during""#), "the watch saw no event during the burst: {}", watch.2);
+}
+
+/// Sends, as `cert`, the head of a POST announcing a 1,000-byte body and then only its first
+/// bytes, says so on `sent`, and returns the server's answer (head and body, as text) and how
+/// long after the send it came.
+fn trickle(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str, sent: &mpsc::Sender<()>) -> (String, Duration) {
+    let config = Arc::new(tls_client_config(&kapi.pki_dir().join("ca.crt"), &cert.0, &cert.1));
+    let tcp = TcpStream::connect(("127.0.0.1", kapi.port())).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_secs(60))).expect("read timeout");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+    let mut tls = rustls::StreamOwned::new(rustls::ClientConnection::new(config, name).expect("TLS"), tcp);
+    let head = format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"apiVersion\": ");
+    tls.write_all(head.as_bytes()).expect("send the head");
+    tls.flush().expect("flush");
+    let at = Instant::now();
+    sent.send(()).expect("report");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !complete(&answer) {
+        match tls.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    (String::from_utf8_lossy(&answer).into_owned(), at.elapsed())
+}
+
+/// Whether `answer` holds a whole HTTP/1.1 response with a `Content-Length`.
+fn complete(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
+    let length = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
+    length.is_some_and(|n| body.len() >= n)
+}
+
+#[test]
+fn a_body_trickling_past_the_deadline_gets_504_and_frees_its_in_flight_slot() {
+    let kapi = Kapi::start_with(&["--max-mutating-requests-inflight", "1"]).expect("start kapi");
+    let writer = limited_user(&kapi, "writer", "edit");
+    let ns = "/api/v1/namespaces/default/configmaps";
+    let probe = || {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe"}});
+        kapi.request(&Request::new("POST", &format!("{ns}?dryRun=All")).json(&cm).with_client_cert(writer.0.clone(), writer.1.clone()))
+    };
+    let ((answer, took), refused) = std::thread::scope(|s| {
+        let (sent, sent_rx) = mpsc::channel();
+        let (kapi, writer) = (&kapi, &writer);
+        let slow = s.spawn(move || trickle(kapi, writer, &format!("{ns}?timeout=3s"), &sent));
+        sent_rx.recv().expect("the slow request is under way");
+        // While its body is still due, the slow request holds the one mutating slot.
+        std::thread::sleep(Duration::from_millis(500));
+        let refused = probe();
+        (slow.join().expect("trickle thread"), refused)
+    });
+    assert_eq!(refused.status, 429, "the trickling request must hold the mutating slot: {}", refused.raw);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(answer.contains(r#""reason":"Timeout""#), "{answer}");
+    assert!(answer.contains("Timeout: request did not complete within the allotted timeout"), "{answer}");
+    assert!(took >= Duration::from_millis(2900), "answered before the 3 s deadline: {took:?}");
+    assert!(took < Duration::from_secs(30), "the deadline did not end the upload: {took:?}");
+    // The slot is free again, and nothing was written.
+    let after = probe();
+    assert_eq!(after.status, 201, "{}", after.raw);
+    let list = kapi.get_json(ns);
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{list}");
 }

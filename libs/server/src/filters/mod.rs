@@ -14,8 +14,9 @@
 //! 6. [`max_in_flight`] — 429 beyond the concurrency budgets (it needs the user: masters are
 //!    exempt);
 //! 7. [`authorization`] — 403 with kube's message before reading the body;
-//! 8. [`body_limit`] — 413 before decoding, and the body read into memory;
-//! 9. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`.
+//! 8. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`, the
+//!    body's upload included (a slow sender cannot keep its in-flight slot);
+//! 9. [`body_limit`] — 413 before decoding, and the body read into memory.
 //!
 //! What a filter learns travels in request extensions, as kube's filters use the request
 //! context: [`RequestInfo`](crate::request_info::RequestInfo), [`ErrorOutput`],
@@ -82,8 +83,8 @@ pub fn chain(srv: Arc<ApiServer>) -> Chain {
         .layer(impersonation::ImpersonationLayer::new(srv.clone()))
         .layer(max_in_flight::MaxInFlightLayer::new(srv.clone()))
         .layer(authorization::AuthorizationLayer::new(srv.clone()))
-        .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))
         .layer(timeout::TimeoutLayer::new(srv.options.request_timeout))
+        .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))
         .service(Router::new(srv));
     tower::util::BoxCloneSyncService::new(chain)
 }

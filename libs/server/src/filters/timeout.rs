@@ -2,11 +2,15 @@
 //! `--request-timeout`, or sooner when the client asks with `?timeout=` (kubectl's
 //! `--request-timeout`), as kube's `WithRequestDeadline`: a client may shorten the deadline,
 //! never extend it. Watches and other long-running requests have their own deadlines.
+//!
+//! The deadline covers reading the body too (the body filter runs inside this one), as kube's
+//! handlers read the body under it: a client trickling a body cannot hold an in-flight slot
+//! for longer than a request may run.
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Request, Response};
+use hyper::body::Incoming;
 use kapi_apimachinery::time::parse_go_duration;
 use kapi_apimachinery::ApiError;
 use tower::ServiceExt;
@@ -31,9 +35,9 @@ fn deadline(maximum: Duration, query: Option<&str>) -> Result<Duration, ApiError
     }
 }
 
-async fn run<S>(timeout: Duration, inner: S, req: Request<Bytes>) -> Response<Body>
+async fn run<S>(timeout: Duration, inner: S, req: Request<Incoming>) -> Response<Body>
 where
-    S: tower::Service<Request<Bytes>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
     S::Future: Send,
 {
     let long_running = req.extensions().get::<RequestInfo>().is_some_and(RequestInfo::is_long_running);
@@ -63,7 +67,7 @@ fn timed_out() -> ApiError {
 filter!(
     /// Ends requests running longer than `timeout` (or the client's shorter `?timeout=`) with 504.
     TimeoutLayer => Timeout { timeout: Duration },
-    Bytes,
+    Incoming,
     run
 );
 
