@@ -18,7 +18,7 @@ use std::time::Duration;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
@@ -122,6 +122,24 @@ pub struct ServeConfig {
     pub shutdown_timeout: Duration,
     /// How long a request that arrives before the chain exists waits for it.
     pub install_wait: Duration,
+    /// How long an HTTP/1.1 connection may wait for a request's head.
+    pub http1_idle_timeout: Duration,
+    /// Concurrent streams a client may open on one HTTP/2 connection.
+    pub http2_max_streams: u32,
+}
+
+/// kube's streams per HTTP/2 connection when `--http2-max-streams-per-connection` is 0.
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 250;
+
+/// The HTTP/1.1 and HTTP/2 connection settings. hyper runs one HTTP/1.1 timer from the end of
+/// an answer to the end of the next request's head, so `http1_idle_timeout` is both kube's
+/// keep-alive idle limit (90 s) and the bound on a client trickling its headers (kube allows
+/// 32 s for those alone): an idle or stalled connection is closed instead of being kept forever.
+fn connection_builder(http1_idle_timeout: Duration, http2_max_streams: u32) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(http1_idle_timeout);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(http2_max_streams);
+    builder
 }
 
 /// Shared by every connection task.
@@ -147,7 +165,7 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig) {
     let shared = Arc::new(Shared {
         acceptor: TlsAcceptor::from(cfg.tls),
         verifiers: cfg.verifiers,
-        builder: auto::Builder::new(TokioExecutor::new()),
+        builder: connection_builder(cfg.http1_idle_timeout, cfg.http2_max_streams),
         lifecycle: cfg.lifecycle,
         health: cfg.health,
         chain: cfg.chain,

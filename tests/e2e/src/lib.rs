@@ -11,6 +11,7 @@ mod haproxy;
 pub mod load;
 mod nats;
 mod process;
+pub mod raw;
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -3,14 +3,12 @@
 //! keep delivering events and system:masters is never limited. A request whose body trickles
 //! in ends at its deadline with 504 and gives its in-flight slot back.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use kapi_e2e::load::tls_client_config;
+use kapi_e2e::raw::RawConnection;
 use kapi_e2e::{run_with_timeout, Credential, Kapi, Request};
 use serde_json::json;
 
@@ -117,33 +115,13 @@ fn a_burst_of_slow_lists_gets_429_with_retry_after_and_watches_keep_working() {
 /// bytes, says so on `sent`, and returns the server's answer (head and body, as text) and how
 /// long after the send it came.
 fn trickle(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str, sent: &mpsc::Sender<()>) -> (String, Duration) {
-    let config = Arc::new(tls_client_config(&kapi.pki_dir().join("ca.crt"), &cert.0, &cert.1));
-    let tcp = TcpStream::connect(("127.0.0.1", kapi.port())).expect("connect");
-    tcp.set_read_timeout(Some(Duration::from_secs(60))).expect("read timeout");
-    let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
-    let mut tls = rustls::StreamOwned::new(rustls::ClientConnection::new(config, name).expect("TLS"), tcp);
+    let mut conn = RawConnection::open(kapi.port(), &kapi.pki_dir().join("ca.crt"), &cert.0, &cert.1);
     let head = format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"apiVersion\": ");
-    tls.write_all(head.as_bytes()).expect("send the head");
-    tls.flush().expect("flush");
+    conn.send(head.as_bytes());
     let at = Instant::now();
     sent.send(()).expect("report");
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !complete(&answer) {
-        match tls.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => answer.extend_from_slice(&buf[..n]),
-        }
-    }
-    (String::from_utf8_lossy(&answer).into_owned(), at.elapsed())
-}
-
-/// Whether `answer` holds a whole HTTP/1.1 response with a `Content-Length`.
-fn complete(answer: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(answer);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
-    let length = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
-    length.is_some_and(|n| body.len() >= n)
+    let answer = conn.read_answer();
+    (answer, at.elapsed())
 }
 
 #[test]

@@ -1,0 +1,98 @@
+//! HTTP/1.1 written by hand over TLS, for what well-behaved clients never do: a head or a body
+//! left unfinished, a keep-alive connection left idle.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::load::tls_client_config;
+
+/// A TLS connection to a kapi, read with a 60 s bound.
+pub struct RawConnection {
+    stream: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+}
+
+impl RawConnection {
+    /// Connects to `127.0.0.1:port`, trusting `ca` and presenting `cert`/`key`.
+    pub fn open(port: u16, ca: &Path, cert: &Path, key: &Path) -> RawConnection {
+        let config = Arc::new(tls_client_config(ca, cert, key));
+        let tcp = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        tcp.set_read_timeout(Some(Duration::from_secs(60))).expect("read timeout");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+        let conn = rustls::ClientConnection::new(config, name).expect("TLS client");
+        RawConnection { stream: rustls::StreamOwned::new(conn, tcp) }
+    }
+
+    /// Sends `bytes` as they are.
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("send");
+        self.stream.flush().expect("flush");
+    }
+
+    /// Reads one answer (head and body, as text, chunks as sent); stops early, with what
+    /// came, when the server closes the connection.
+    pub fn read_answer(&mut self) -> String {
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !complete(&answer) {
+            match self.stream.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    /// How long until the server closes the connection, failing if it sends anything
+    /// meanwhile; None when it is still open after the 60 s read bound.
+    pub fn time_to_close(&mut self) -> Option<Duration> {
+        let started = Instant::now();
+        let mut buf = [0u8; 4096];
+        match self.stream.read(&mut buf) {
+            Ok(0) => Some(started.elapsed()),
+            Ok(n) => panic!("the server sent {n} bytes on a connection expected to close"),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => None,
+            Err(_) => Some(started.elapsed()),
+        }
+    }
+}
+
+/// The stream limit the server announces in its HTTP/2 SETTINGS, read once a GET of `path`
+/// (as `cert`) has been answered over a connection negotiated with ALPN `h2`.
+pub fn http2_max_streams(port: u16, ca: &Path, cert: &Path, key: &Path, path: &str) -> usize {
+    let mut config = tls_client_config(ca, cert, key);
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS");
+        let (mut client, mut conn) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
+        let request = http::Request::get(format!("https://localhost:{port}{path}")).body(()).expect("request");
+        let (answer, _) = client.send_request(request, true).expect("send");
+        let answer = tokio::time::timeout(Duration::from_secs(30), async {
+            tokio::select! {
+                answer = answer => answer.expect("answer"),
+                ended = &mut conn => panic!("the connection ended first: {ended:?}"),
+            }
+        })
+        .await
+        .expect("no answer within 30 s");
+        assert_eq!(answer.status(), 200);
+        conn.max_concurrent_send_streams()
+    })
+}
+
+/// Whether `answer` holds a whole HTTP/1.1 response, sized by `Content-Length` or chunked.
+fn complete(answer: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
+    let head = head.to_ascii_lowercase();
+    if head.contains("transfer-encoding: chunked") {
+        return body == "0\r\n\r\n" || body.ends_with("\r\n0\r\n\r\n");
+    }
+    let length = head.lines().find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)));
+    length.is_some_and(|n| body.len() >= n)
+}
