@@ -1,10 +1,13 @@
 //! Building responses: encoded objects, Status errors and streaming bodies.
 
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+use hyper::body::{Frame, SizeHint};
 use kapi_apimachinery::ApiError;
 use kapi_protobuf_codec::{Codec, ProtobufError};
 use serde_json::Value;
@@ -71,14 +74,32 @@ pub fn error(err: &ApiError, output: Output) -> Response<Body> {
 /// Keeps `guard` alive until the body has been sent: a request counts as in flight while its
 /// answer is still being written (a big list to a slow reader, a whole watch), as in kube,
 /// whose handlers write the body before they return.
-pub fn hold_until_sent<G: Send + 'static>(resp: Response<Body>, guard: G) -> Response<Body> {
-    resp.map(|body| {
-        body.map_frame(move |frame| {
-            let _held = &guard;
-            frame
-        })
-        .boxed_unsync()
-    })
+pub fn hold_until_sent<G: Send + Unpin + 'static>(resp: Response<Body>, guard: G) -> Response<Body> {
+    resp.map(|inner| Guarded { inner, _guard: guard }.boxed_unsync())
+}
+
+/// A body holding a guard. It forwards the size, so a whole buffer still goes out with a
+/// `Content-Length` rather than chunked (a body mapped frame by frame loses its size).
+struct Guarded<G> {
+    inner: Body,
+    _guard: G,
+}
+
+impl<G: Unpin> hyper::body::Body for Guarded<G> {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Plain text (health checks, metrics).

@@ -222,16 +222,21 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
     // against each CA bundle, so a certificate from another CA is a 401 rather than a reset.
     let conn_info = Arc::new(shared.verifiers.judge(presented));
     let goaway = Arc::new(Notify::new());
+    // True once GOAWAY has been queued on this connection.
+    let (going_away_tx, going_away_rx) = watch::channel(false);
     let service = {
         let (shared, goaway) = (shared.clone(), goaway.clone());
         service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(conn_info.clone());
-            let (shared, goaway) = (shared.clone(), goaway.clone());
+            let (shared, goaway, mut going_away) = (shared.clone(), goaway.clone(), going_away_rx.clone());
             async move {
                 let mut resp = dispatch(&shared, req).await;
                 if resp.extensions().get::<CloseConnection>().is_some() {
                     if http2 {
+                        // The answer goes out only once the GOAWAY is queued ahead of it, so the
+                        // client knows before it could send another request on this connection.
                         goaway.notify_one();
+                        let _ = going_away.wait_for(|v| *v).await;
                     } else {
                         resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
                     }
@@ -259,14 +264,17 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
             () = goaway.notified(), if !going_away => {
                 conn.as_mut().graceful_shutdown();
                 going_away = true;
+                going_away_tx.send_replace(true);
             }
             () = fired(&mut terminating), if told_on_termination && !going_away => {
                 conn.as_mut().graceful_shutdown();
                 going_away = true;
+                going_away_tx.send_replace(true);
             }
             () = fired(&mut closing), if !going_away => {
                 conn.as_mut().graceful_shutdown();
                 going_away = true;
+                going_away_tx.send_replace(true);
             }
         }
     }
