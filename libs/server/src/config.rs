@@ -76,9 +76,9 @@ pub struct Options {
     /// `--http2-max-streams-per-connection`: concurrent streams per HTTP/2 connection; 0 means
     /// kube's 250.
     pub http2_max_streams_per_connection: u32,
-    /// How long an HTTP/1.1 connection may wait for a request's head: kube's keep-alive idle
-    /// time (90 s); a hidden flag so tests need not wait that long.
-    pub http1_idle_timeout: Duration,
+    /// How long a connection may go without a request in progress (HTTP/1.1: waiting for a
+    /// request's head): kube's idle time (90 s); a hidden flag so tests need not wait that long.
+    pub connection_idle_timeout: Duration,
     /// `--storage-compaction-window`: how much change log history is kept.
     pub compaction_window: Duration,
     /// `--watch-cache-size`: events kept per resource for watch resumption.
@@ -174,7 +174,7 @@ impl Default for Options {
             endpoint_reconciler: EndpointReconcilerType::Lease,
             endpoint_lease_duration: Duration::from_secs(15),
             http2_max_streams_per_connection: 0,
-            http1_idle_timeout: Duration::from_secs(90),
+            connection_idle_timeout: Duration::from_secs(90),
             compaction_window: Duration::from_secs(300),
             watch_cache_size: 4096,
             max_requests_inflight: 400,
@@ -348,8 +348,8 @@ fn validate(opts: &Options) -> Result<(), StartError> {
     if !(0.0..=crate::filters::goaway::MAX_GOAWAY_CHANCE).contains(&opts.goaway_chance) {
         return Err(StartError::Config("--goaway-chance can not be less than 0 or greater than 0.02".into()));
     }
-    if opts.http1_idle_timeout.is_zero() {
-        return Err(StartError::Config("--http1-idle-timeout must be positive".into()));
+    if opts.connection_idle_timeout.is_zero() {
+        return Err(StartError::Config("--connection-idle-timeout must be positive".into()));
     }
     if opts.endpoint_lease_duration < Duration::from_secs(1) {
         return Err(StartError::Config("--endpoint-lease-duration must be at least 1s".into()));
@@ -438,7 +438,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
             health: health.clone(),
             chain: chain.clone(),
             send_retry_after: opts.shutdown_send_retry_after,
-            http1_idle_timeout: opts.http1_idle_timeout,
+            connection_idle_timeout: opts.connection_idle_timeout,
             http2_max_streams: match opts.http2_max_streams_per_connection {
                 0 => serve::DEFAULT_HTTP2_MAX_STREAMS,
                 n => n,

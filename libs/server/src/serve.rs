@@ -10,7 +10,9 @@
 //! HTTP/1.1 answers get `Connection: close`, HTTP/2 connections a GOAWAY (hyper's graceful
 //! shutdown: open streams, watches included, finish; the client opens a new connection for its
 //! next request). HTTP/2 connections already open when termination starts get their GOAWAY at
-//! once.
+//! once, and so does one that has had no request in progress for the idle time.
+
+mod idle;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -122,8 +124,9 @@ pub struct ServeConfig {
     pub shutdown_timeout: Duration,
     /// How long a request that arrives before the chain exists waits for it.
     pub install_wait: Duration,
-    /// How long an HTTP/1.1 connection may wait for a request's head.
-    pub http1_idle_timeout: Duration,
+    /// How long a connection may go without a request in progress (HTTP/1.1: waiting for a
+    /// request's head) before it is closed.
+    pub connection_idle_timeout: Duration,
     /// Concurrent streams a client may open on one HTTP/2 connection.
     pub http2_max_streams: u32,
 }
@@ -132,12 +135,13 @@ pub struct ServeConfig {
 pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 250;
 
 /// The HTTP/1.1 and HTTP/2 connection settings. hyper runs one HTTP/1.1 timer from the end of
-/// an answer to the end of the next request's head, so `http1_idle_timeout` is both kube's
+/// an answer to the end of the next request's head, so `connection_idle_timeout` is both kube's
 /// keep-alive idle limit (90 s) and the bound on a client trickling its headers (kube allows
 /// 32 s for those alone): an idle or stalled connection is closed instead of being kept forever.
-fn connection_builder(http1_idle_timeout: Duration, http2_max_streams: u32) -> auto::Builder<TokioExecutor> {
+/// Idle HTTP/2 connections are closed by [`idle`].
+fn connection_builder(connection_idle_timeout: Duration, http2_max_streams: u32) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(http1_idle_timeout);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(connection_idle_timeout);
     builder.http2().timer(TokioTimer::new()).max_concurrent_streams(http2_max_streams);
     builder
 }
@@ -151,6 +155,7 @@ struct Shared {
     health: Arc<health::Registry>,
     chain: Arc<ChainSlot>,
     install_wait: Duration,
+    idle_timeout: Duration,
 }
 
 /// Serves until the lifecycle says to stop listening, then gives open connections
@@ -165,11 +170,12 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig) {
     let shared = Arc::new(Shared {
         acceptor: TlsAcceptor::from(cfg.tls),
         verifiers: cfg.verifiers,
-        builder: connection_builder(cfg.http1_idle_timeout, cfg.http2_max_streams),
+        builder: connection_builder(cfg.connection_idle_timeout, cfg.http2_max_streams),
         lifecycle: cfg.lifecycle,
         health: cfg.health,
         chain: cfg.chain,
         install_wait: cfg.install_wait,
+        idle_timeout: cfg.connection_idle_timeout,
     });
     let (closing, close_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -224,13 +230,18 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
     let goaway = Arc::new(Notify::new());
     // True once GOAWAY has been queued on this connection.
     let (going_away_tx, going_away_rx) = watch::channel(false);
+    let activity = idle::Activity::new();
     let service = {
-        let (shared, goaway) = (shared.clone(), goaway.clone());
+        let (shared, goaway, activity) = (shared.clone(), goaway.clone(), activity.clone());
         service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(conn_info.clone());
             let (shared, goaway, mut going_away) = (shared.clone(), goaway.clone(), going_away_rx.clone());
+            let in_progress = http2.then(|| activity.begin());
             async move {
                 let mut resp = dispatch(&shared, req).await;
+                if let Some(in_progress) = in_progress {
+                    resp = response::hold_until_sent(resp, in_progress);
+                }
                 if resp.extensions().get::<CloseConnection>().is_some() {
                     if http2 {
                         // The answer goes out only once the GOAWAY is queued ahead of it, so the
@@ -253,29 +264,25 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
     let told_on_termination = http2 && !shared.lifecycle.shutdown_initiated.is_signaled();
     let mut terminating = shared.lifecycle.shutdown_initiated.subscribe();
     let mut going_away = false;
+    // HTTP/2 only: how often the connection looks at how long it has been idle.
+    let mut idle_check = tokio::time::interval((shared.idle_timeout / 4).max(Duration::from_millis(100)));
     loop {
-        tokio::select! {
+        let go_away = tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
                     tracing::debug!(%peer, "connection ended: {e}");
                 }
                 return;
             }
-            () = goaway.notified(), if !going_away => {
-                conn.as_mut().graceful_shutdown();
-                going_away = true;
-                going_away_tx.send_replace(true);
-            }
-            () = fired(&mut terminating), if told_on_termination && !going_away => {
-                conn.as_mut().graceful_shutdown();
-                going_away = true;
-                going_away_tx.send_replace(true);
-            }
-            () = fired(&mut closing), if !going_away => {
-                conn.as_mut().graceful_shutdown();
-                going_away = true;
-                going_away_tx.send_replace(true);
-            }
+            () = goaway.notified(), if !going_away => true,
+            () = fired(&mut terminating), if told_on_termination && !going_away => true,
+            () = fired(&mut closing), if !going_away => true,
+            _ = idle_check.tick(), if http2 && !going_away => activity.idle_for().is_some_and(|idle| idle >= shared.idle_timeout),
+        };
+        if go_away {
+            conn.as_mut().graceful_shutdown();
+            going_away = true;
+            going_away_tx.send_replace(true);
         }
     }
 }

@@ -71,10 +71,10 @@ struct Cli {
     /// The most concurrent streams a client may open on one HTTP/2 connection (0: 250, as kube).
     #[arg(long, default_value_t = 0)]
     http2_max_streams_per_connection: u32,
-    /// How long an HTTP/1.1 connection may wait for the next request's head (kube's 90 s
-    /// keep-alive idle time; it also bounds a client sending its headers slowly).
+    /// How long a connection may go without a request in progress before it is closed (kube's
+    /// 90 s idle time; on HTTP/1.1 it also bounds a client sending its headers slowly).
     #[arg(long, default_value = "90s", value_parser = parse_go_duration, hide = true)]
-    http1_idle_timeout: Duration,
+    connection_idle_timeout: Duration,
     /// How long the change log is kept for watch resumption and paginated lists.
     #[arg(long, default_value = "5m0s", value_parser = parse_go_duration)]
     storage_compaction_window: Duration,
@@ -222,7 +222,7 @@ fn main() -> ExitCode {
         endpoint_reconciler: cli.endpoint_reconciler_type,
         endpoint_lease_duration: cli.endpoint_lease_duration,
         http2_max_streams_per_connection: cli.http2_max_streams_per_connection,
-        http1_idle_timeout: cli.http1_idle_timeout,
+        connection_idle_timeout: cli.connection_idle_timeout,
         compaction_window: cli.storage_compaction_window,
         watch_cache_size: cli.watch_cache_size,
         max_requests_inflight: cli.max_requests_inflight,

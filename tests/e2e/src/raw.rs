@@ -59,9 +59,23 @@ impl RawConnection {
     }
 }
 
-/// The stream limit the server announces in its HTTP/2 SETTINGS, read once a GET of `path`
-/// (as `cert`) has been answered over a connection negotiated with ALPN `h2`.
-pub fn http2_max_streams(port: u16, ca: &Path, cert: &Path, key: &Path, path: &str) -> usize {
+/// What one HTTP/2 GET showed, from [`http2_get`].
+#[derive(Debug)]
+pub struct Http2Get {
+    pub status: u16,
+    pub body: String,
+    /// From sending the request to the end of the answer.
+    pub took: Duration,
+    /// The stream limit of the server's SETTINGS.
+    pub max_streams: usize,
+    /// From the end of the answer until the server closed the (otherwise unused, still wanted)
+    /// connection; None when it was still open 30 s later.
+    pub closed_after: Option<Duration>,
+}
+
+/// One GET of `path` as `cert` over a connection negotiated with ALPN `h2`, then the
+/// connection is kept, unused, until the server closes it.
+pub fn http2_get(port: u16, ca: &Path, cert: &Path, key: &Path, path: &str) -> Http2Get {
     let mut config = tls_client_config(ca, cert, key);
     config.alpn_protocols = vec![b"h2".to_vec()];
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
@@ -69,19 +83,37 @@ pub fn http2_max_streams(port: u16, ca: &Path, cert: &Path, key: &Path, path: &s
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
         let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
         let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS");
+        // `client` stays alive to the end: dropping it would make this side close the connection.
         let (mut client, mut conn) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
         let request = http::Request::get(format!("https://localhost:{port}{path}")).body(()).expect("request");
+        let started = Instant::now();
         let (answer, _) = client.send_request(request, true).expect("send");
-        let answer = tokio::time::timeout(Duration::from_secs(30), async {
+        let answer = tokio::select! {
+            answer = answer => answer.expect("answer"),
+            ended = &mut conn => panic!("the connection ended before the answer: {ended:?}"),
+        };
+        let status = answer.status().as_u16();
+        let max_streams = conn.max_concurrent_send_streams();
+        let mut body = answer.into_body();
+        let mut bytes = Vec::new();
+        loop {
             tokio::select! {
-                answer = answer => answer.expect("answer"),
-                ended = &mut conn => panic!("the connection ended first: {ended:?}"),
+                chunk = body.data() => match chunk {
+                    Some(Ok(chunk)) => {
+                        let _ = body.flow_control().release_capacity(chunk.len());
+                        bytes.extend_from_slice(&chunk);
+                    }
+                    Some(Err(e)) => panic!("the answer broke off: {e}"),
+                    None => break,
+                },
+                ended = &mut conn => panic!("the connection ended during the answer: {ended:?}"),
             }
-        })
-        .await
-        .expect("no answer within 30 s");
-        assert_eq!(answer.status(), 200);
-        conn.max_concurrent_send_streams()
+        }
+        let took = started.elapsed();
+        let ended_at = Instant::now();
+        let closed_after = tokio::time::timeout(Duration::from_secs(30), &mut conn).await.ok().map(|_| ended_at.elapsed());
+        drop(client);
+        Http2Get { status, body: String::from_utf8_lossy(&bytes).into_owned(), took, max_streams, closed_after }
     })
 }
 

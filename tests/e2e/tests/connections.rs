@@ -1,15 +1,16 @@
 //! Connection limits as kube sets them on its listener: an HTTP/1.1 connection waiting for a
 //! request's head (idle after an answer, or a client trickling its headers) is closed after the
-//! keep-alive idle time, while a long answer such as a watch is not cut; HTTP/2 clients are
-//! told the stream limit (`--http2-max-streams-per-connection`, 250 by default as kube's).
+//! keep-alive idle time, and so is an HTTP/2 connection without a request in progress, while a
+//! long answer such as a watch is not cut; HTTP/2 clients are told the stream limit
+//! (`--http2-max-streams-per-connection`, 250 by default as kube's).
 
 use std::time::Duration;
 
-use kapi_e2e::raw::{http2_max_streams, RawConnection};
+use kapi_e2e::raw::{http2_get, RawConnection};
 use kapi_e2e::{Kapi, Request};
 use serde_json::json;
 
-/// The hidden `--http1-idle-timeout` in place of kube's 90 s, so the test need not wait.
+/// The hidden `--connection-idle-timeout` in place of kube's 90 s, so the test need not wait.
 const IDLE: Duration = Duration::from_secs(2);
 
 fn open(kapi: &Kapi) -> RawConnection {
@@ -18,8 +19,8 @@ fn open(kapi: &Kapi) -> RawConnection {
 }
 
 #[test]
-fn idle_and_stalled_http1_connections_close_watches_run_on_and_http2_streams_are_bounded() {
-    let kapi = Kapi::start_with(&["--http1-idle-timeout", "2s", "--http2-max-streams-per-connection", "100"]).expect("start kapi");
+fn idle_and_stalled_connections_close_watches_run_on_and_http2_streams_are_bounded() {
+    let kapi = Kapi::start_with(&["--connection-idle-timeout", "2s", "--http2-max-streams-per-connection", "100"]).expect("start kapi");
 
     // A head that never ends.
     let mut stalled = open(&kapi);
@@ -53,7 +54,18 @@ fn idle_and_stalled_http1_connections_close_watches_run_on_and_http2_streams_are
     assert_eq!(events.status, 200, "{events:?}");
     assert!(events.body.contains(r#""name":"late""#), "the watch was cut before the event came: {}", events.body);
 
-    // HTTP/2: the server's SETTINGS carry the stream limit.
+    // HTTP/2: the server's SETTINGS carry the stream limit, and a connection without a
+    // request in progress is told GOAWAY after the idle time.
     let pki = kapi.pki_dir();
-    assert_eq!(http2_max_streams(kapi.port(), &pki.join("ca.crt"), &pki.join("admin.crt"), &pki.join("admin.key"), "/version"), 100);
+    let (ca, cert, key) = (pki.join("ca.crt"), pki.join("admin.crt"), pki.join("admin.key"));
+    let get = http2_get(kapi.port(), &ca, &cert, &key, "/version");
+    assert_eq!((get.status, get.max_streams), (200, 100), "{get:?}");
+    let closed = get.closed_after.expect("an idle HTTP/2 connection stayed open");
+    assert!(closed >= IDLE - Duration::from_millis(100), "closed after {closed:?}, before the idle time");
+    // A watch longer than the idle time keeps its connection: the idle time counts from its end.
+    let watch = http2_get(kapi.port(), &ca, &cert, &key, &format!("{ns}?watch=true&timeoutSeconds=4"));
+    assert_eq!(watch.status, 200, "{watch:?}");
+    assert!(watch.took >= Duration::from_millis(3900), "the watch ended early: {watch:?}");
+    let closed = watch.closed_after.expect("the HTTP/2 connection stayed open after the watch");
+    assert!(closed >= IDLE - Duration::from_millis(100), "closed {closed:?} after the watch, before the idle time");
 }
