@@ -12,6 +12,8 @@
 #   KAPI_LOCAL_DIR [/tmp/kapi-local]  state: data/, logs, pid files, haproxy.cfg, kubeconfig
 #   KAPI_BIN       [$CARGO_TARGET_DIR/release/kapi, built when missing]
 #   KAPI_LB_PORT   [6443]   haproxy's port; replicas take the next N ports
+#   KAPI_REPLICA_PORTS      the replicas' ports instead, space-separated (one per replica)
+#   KAPI_LB_STATS_PORT      [KAPI_LB_PORT + 1000] haproxy's stats page
 #   NATS_PORT      [4222]   nats-server's port
 #   KAPI_FLAGS     extra kapi flags for every replica (e.g. "--shutdown-delay-duration=5s")
 set -euo pipefail
@@ -19,6 +21,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 dir="${KAPI_LOCAL_DIR:-/tmp/kapi-local}"
 lb_port="${KAPI_LB_PORT:-6443}"
+stats_port="${KAPI_LB_STATS_PORT:-$((lb_port + 1000))}"
 nats_port="${NATS_PORT:-4222}"
 
 log() { printf '==> %s\n' "$*"; }
@@ -36,13 +39,25 @@ kapi_bin() {
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-wait_for_line() { # file pattern seconds
+wait_started() { # pidfile logfile seconds: until the log says it serves; fails if it exits
   local i
   for ((i = 0; i < $3 * 10; i++)); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
+    grep -q "Serving securely on" "$2" 2>/dev/null && return 0
+    alive "$1" || { tail -n 20 "$2" >&2; return 1; }
     sleep 0.1
   done
   return 1
+}
+
+replica_port() { # index: from KAPI_REPLICA_PORTS, else the ports after the load balancer's
+  local ports
+  if [ -n "${KAPI_REPLICA_PORTS:-}" ]; then
+    read -r -a ports <<<"$KAPI_REPLICA_PORTS"
+    [ -n "${ports[$1]:-}" ] || die "KAPI_REPLICA_PORTS has no port for replica $1"
+    echo "${ports[$1]}"
+  else
+    echo $((lb_port + 1 + $1))
+  fi
 }
 
 wait_ready() { # port seconds
@@ -67,24 +82,25 @@ start() {
   echo $! >"$dir/nats.pid"
 
   for ((i = 0; i < n; i++)); do
-    port=$((lb_port + 1 + i))
+    port="$(replica_port "$i")"
     log "kapi replica $i on 127.0.0.1:$port"
     # shellcheck disable=SC2086
     "$bin" --secure-port "$port" --data-dir "$dir/data" --nats-url "nats://127.0.0.1:$nats_port" ${KAPI_FLAGS:-} \
       >"$dir/kapi-$i.log" 2>&1 &
     echo $! >"$dir/kapi-$i.pid"
+    echo "$port" >"$dir/kapi-$i.port"
     # The first replica creates the database and the certificates the others share.
-    wait_for_line "$dir/kapi-$i.log" "Serving securely on" 60 || die "replica $i did not start; see $dir/kapi-$i.log"
+    wait_started "$dir/kapi-$i.pid" "$dir/kapi-$i.log" 60 || die "replica $i did not start; see $dir/kapi-$i.log"
   done
   echo "$n" >"$dir/replicas"
 
   local servers=""
   for ((i = 0; i < n; i++)); do
-    servers+="    server kapi-$i 127.0.0.1:$((lb_port + 1 + i))\n"
+    servers+="    server kapi-$i 127.0.0.1:$(cat "$dir/kapi-$i.port")\n"
   done
   sed "s|    # @SERVERS@|$servers|" "$repo/deploy/haproxy/haproxy.cfg" >"$dir/haproxy.cfg"
-  log "haproxy on 127.0.0.1:$lb_port (stats on 127.0.0.1:$((lb_port + 1000)))"
-  KAPI_LB_BIND="127.0.0.1:$lb_port" KAPI_LB_STATS="127.0.0.1:$((lb_port + 1000))" \
+  log "haproxy on 127.0.0.1:$lb_port (stats on 127.0.0.1:$stats_port)"
+  KAPI_LB_BIND="127.0.0.1:$lb_port" KAPI_LB_STATS="127.0.0.1:$stats_port" \
     KAPI_CA_FILE="$dir/data/pki/ca.crt" KAPI_CHECK_HOST=localhost \
     haproxy -f "$dir/haproxy.cfg" -p "$dir/haproxy.pid" -D
   wait_ready "$lb_port" 30 || die "the load balancer has no ready replica"
@@ -143,7 +159,7 @@ status() {
   done
   for ((i = 0; i < n; i++)); do
     if alive "$dir/kapi-$i.pid"; then
-      echo "kapi-$i: running (pid $(cat "$dir/kapi-$i.pid")) on 127.0.0.1:$((lb_port + 1 + i))"
+      echo "kapi-$i: running (pid $(cat "$dir/kapi-$i.pid")) on 127.0.0.1:$(cat "$dir/kapi-$i.port")"
     else
       echo "kapi-$i: stopped"
     fi
@@ -154,5 +170,5 @@ case "${1:-}" in
   start) start "${2:-3}" ;;
   stop) stop ;;
   status) status ;;
-  *) sed -n '2,18p' "$0"; exit 64 ;;
+  *) sed -n '2,20p' "$0"; exit 64 ;;
 esac

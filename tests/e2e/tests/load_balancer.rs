@@ -21,11 +21,11 @@ const DELAY: Duration = Duration::from_secs(3);
 /// What the drain after the delay may take here: in-flight requests are short, watches end
 /// spread over the 2 s termination grace period.
 const DRAIN_BOUND: Duration = Duration::from_secs(10);
-/// Load: 12 clients x 25 requests/s offered. The test needs at least 200/s answered; each
+/// Load: 20 clients x 15 requests/s offered. The test needs at least 200/s answered; each
 /// client waits for its answer before the next request, so the head room keeps a busy
-/// machine (answers taking 40 ms and more) above that.
-const WORKERS: usize = 12;
-const RATE_PER_WORKER: f64 = 25.0;
+/// machine (answers taking up to 100 ms) above that.
+const WORKERS: usize = 20;
+const RATE_PER_WORKER: f64 = 15.0;
 const WATCHERS: usize = 20;
 
 struct Setup {

@@ -344,6 +344,10 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
     let bin = kapi_e2e::kapi_binary().expect("kapi binary");
     let lb = kapi_e2e::free_port().expect("port");
     let nats = kapi_e2e::free_port().expect("port");
+    // Every port chosen free: the script's defaults (the ports after the load balancer's) may
+    // be some other process's ephemeral port by now.
+    let replica_ports = format!("{} {}", kapi_e2e::free_port().expect("port"), kapi_e2e::free_port().expect("port"));
+    let stats = kapi_e2e::free_port().expect("port");
     let run = |args: &[&str]| {
         let mut cmd = Command::new("bash");
         cmd.arg(&script)
@@ -351,6 +355,8 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
             .env("KAPI_LOCAL_DIR", state.path())
             .env("KAPI_BIN", &bin)
             .env("KAPI_LB_PORT", lb.to_string())
+            .env("KAPI_REPLICA_PORTS", &replica_ports)
+            .env("KAPI_LB_STATS_PORT", stats.to_string())
             .env("NATS_PORT", nats.to_string());
         run_with_timeout(&mut cmd, Duration::from_secs(120)).expect("cluster.sh")
     };
@@ -367,7 +373,11 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
     };
     if !started.status.success() {
         cleanup();
-        panic!("start: {}{}", String::from_utf8_lossy(&started.stdout), String::from_utf8_lossy(&started.stderr));
+        let logs: String = ["kapi-0", "kapi-1", "nats", "haproxy"]
+            .iter()
+            .filter_map(|n| std::fs::read_to_string(state.path().join(format!("{n}.log"))).ok().map(|log| format!("\n===== {n}.log =====\n{log}")))
+            .collect();
+        panic!("start: {}{}{logs}", String::from_utf8_lossy(&started.stdout), String::from_utf8_lossy(&started.stderr));
     }
     assert_eq!(pids.len(), 4, "a pid file per process");
     let kubeconfig = state.path().join("kubeconfig");
@@ -383,6 +393,11 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
     let listed = kubectl(&["get", "configmaps", "-o", "name"]);
     let names = String::from_utf8_lossy(&listed.stdout);
     assert_eq!(names.lines().filter(|l| l.contains("through-lb-")).count(), 6, "{names}");
+    let status = run(&["status"]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    for port in replica_ports.split(' ') {
+        assert!(status.contains(&format!("127.0.0.1:{port}")), "{status}");
+    }
     let stopped = run(&["stop"]);
     let leftovers: Vec<&String> = pids.iter().filter(|p| Command::new("kill").args(["-0", p]).status().is_ok_and(|s| s.success())).collect();
     cleanup();
