@@ -399,6 +399,9 @@ fn health_registry(
 /// "Serving securely on" line is printed), then storage, watch caches and the handler chain,
 /// then the post-start hooks, which gate `/readyz`.
 pub async fn run(opts: Options) -> Result<(), StartError> {
+    // Before anything else: a SIGTERM that comes during start-up ends kapi through the same
+    // clean path (exit 0), not by the signal's default action.
+    let signals = TerminationSignals::install();
     tls::install_crypto_provider();
     validate(&opts)?;
     let Prepared { pki, tls_config, client_chains, credentials } = {
@@ -464,7 +467,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
         let _ = out.flush();
     }
 
-    let signal = wait_for_signal();
+    let signal = wait_for_signal(signals);
     tokio::pin!(signal);
     let built = tokio::select! {
         built = build_server(&opts, credentials, &store_slot, &informers, &lifecycle, &health, client_addr) => Some(built?),
@@ -647,15 +650,28 @@ fn authorizer(modes: &[AuthorizationMode]) -> Result<(Arc<dyn Authorizer>, Optio
     Ok((Arc::new(UnionAuthorizer::new(chain)), rbac))
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        // Without signal handlers the process can only be killed; serve until then.
+/// SIGTERM and SIGINT, caught from the moment [`TerminationSignals::install`] returns.
+struct TerminationSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl TerminationSignals {
+    /// None when the handlers cannot be installed: then the process can only be killed.
+    fn install() -> Option<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Some(TerminationSignals { term: signal(SignalKind::terminate()).ok()?, int: signal(SignalKind::interrupt()).ok()? })
+    }
+}
+
+/// Resolves at the first SIGTERM or SIGINT (never without handlers).
+async fn wait_for_signal(signals: Option<TerminationSignals>) {
+    let Some(mut signals) = signals else {
         std::future::pending::<()>().await;
         return;
     };
     tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+        _ = signals.term.recv() => {}
+        _ = signals.int.recv() => {}
     }
 }
