@@ -264,8 +264,15 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
     let told_on_termination = http2 && !shared.lifecycle.shutdown_initiated.is_signaled();
     let mut terminating = shared.lifecycle.shutdown_initiated.subscribe();
     let mut going_away = false;
-    // HTTP/2 only: how often the connection looks at how long it has been idle.
-    let mut idle_check = tokio::time::interval((shared.idle_timeout / 4).max(Duration::from_millis(100)));
+    // HTTP/1.1 idle connections are closed by hyper's head timer (see `connection_builder`).
+    let idle = async {
+        if http2 {
+            activity.until_idle_for(shared.idle_timeout).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(idle);
     loop {
         let go_away = tokio::select! {
             result = conn.as_mut() => {
@@ -277,7 +284,7 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
             () = goaway.notified(), if !going_away => true,
             () = fired(&mut terminating), if told_on_termination && !going_away => true,
             () = fired(&mut closing), if !going_away => true,
-            _ = idle_check.tick(), if http2 && !going_away => activity.idle_for().is_some_and(|idle| idle >= shared.idle_timeout),
+            () = &mut idle, if !going_away => true,
         };
         if go_away {
             conn.as_mut().graceful_shutdown();

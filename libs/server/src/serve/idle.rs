@@ -36,6 +36,18 @@ impl Activity {
         let since = Duration::from_millis(self.last_end_ms.load(Ordering::SeqCst));
         Some(self.opened.elapsed().saturating_sub(since))
     }
+
+    /// Resolves once the connection has had no request in progress for `timeout`; it looks
+    /// every quarter of `timeout`, so it resolves within 1.25 x `timeout` of the last end.
+    pub(super) async fn until_idle_for(&self, timeout: Duration) {
+        let mut every = tokio::time::interval((timeout / 4).max(Duration::from_millis(100)));
+        loop {
+            every.tick().await;
+            if self.idle_for().is_some_and(|idle| idle >= timeout) {
+                return;
+            }
+        }
+    }
 }
 
 impl Drop for InProgress {
