@@ -1,0 +1,11 @@
+//! The extensions tier, as kube's apiextensions-apiserver: CustomResourceDefinitions and the
+//! custom resources they define.
+//!
+//! - [`schema`]: structural schemas of custom resources: validation of objects against them
+//!   (with kube's messages), pruning of unknown fields, defaulting, ratcheting on update.
+//! - [`validation`]: validation of CustomResourceDefinition objects themselves (names,
+//!   versions, structural-schema rules, printer columns), with kube's messages.
+#![warn(missing_docs)]
+
+pub mod schema;
+pub mod validation;
