@@ -5,7 +5,10 @@
 //!   (with kube's messages), pruning of unknown fields, defaulting, ratcheting on update.
 //! - [`validation`]: validation of CustomResourceDefinition objects themselves (names,
 //!   versions, structural-schema rules, printer columns), with kube's messages.
+//! - [`printer`]: kube's JSONPath subset, evaluated for `additionalPrinterColumns` (Table
+//!   cells), `selectableFields` and the scale subresource's paths.
 #![warn(missing_docs)]
 
+pub mod printer;
 pub mod schema;
 pub mod validation;

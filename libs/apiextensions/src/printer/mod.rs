@@ -1,0 +1,1 @@
+//! Printer columns and JSONPath of custom resources (in progress).
