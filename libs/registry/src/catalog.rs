@@ -12,10 +12,11 @@
 //!   probes; nothing here does that yet, so it lists whatever storage holds (nothing).
 //! - `pods/resize` is absent because the reference `api__v1.json` does not list it.
 
+pub mod intern;
 mod table;
 
 /// A subresource as discovery lists it (`pods/status`, `deployments/scale`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SubresourceSpec {
     /// Path segment after the object name.
     pub name: &'static str,
@@ -31,7 +32,7 @@ pub struct SubresourceSpec {
 }
 
 /// How a resource's requests are answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Serving {
     /// Objects kept in storage by the generic REST store.
     Stored,
@@ -41,7 +42,7 @@ pub enum Serving {
 }
 
 /// One served resource in one group version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ResourceSpec {
     /// API group; empty for the core group.
     pub group: &'static str,

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use kapi_storage::{DynStore, Event, KeyValue, ListOptions, Revision, StorageError};
@@ -32,7 +32,11 @@ enum Start {
 /// State shared by the handle and the follower task.
 struct Core {
     store: DynStore,
-    caches: Vec<Arc<ResourceCache>>,
+    caches: RwLock<Caches>,
+    /// Held while the follower applies events or reloads, and while a cache is added: a new
+    /// cache is loaded at exactly the revision the follower has applied, so it misses no event
+    /// and sees none twice.
+    applying: tokio::sync::Mutex<()>,
     config: CacheConfig,
     applied: watch::Sender<Revision>,
     /// The highest revision anyone (a NATS hint, a reader waiting for consistency) says is
@@ -84,6 +88,12 @@ impl LagTracker {
     }
 }
 
+impl Core {
+    fn read_caches(&self) -> std::sync::RwLockReadGuard<'_, Caches> {
+        self.caches.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// How far this process's caches trail the store, as the follower lag metrics report it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FollowerLag {
@@ -97,16 +107,41 @@ pub struct FollowerLag {
     pub seconds: f64,
 }
 
-/// All resource caches of one store plus the log follower that feeds them.
+/// The caches of a set, in start order and by prefix.
+#[derive(Default)]
+struct Caches {
+    list: Vec<Arc<ResourceCache>>,
+    by_prefix: HashMap<String, Arc<ResourceCache>>,
+}
+
+impl Caches {
+    fn insert(&mut self, cache: Arc<ResourceCache>) {
+        self.by_prefix.insert(cache.prefix().to_owned(), cache.clone());
+        self.list.push(cache);
+    }
+
+    /// The caches a key belongs to. Keys are `/registry/<group>/<resource>/...` and so are
+    /// cache prefixes: one map look-up finds the cache whatever the number of resources (a
+    /// cluster with thousands of CRDs); other layouts fall back to comparing every prefix.
+    fn for_key(&self, key: &str) -> Vec<&Arc<ResourceCache>> {
+        let fourth_slash = key.match_indices('/').nth(3).map(|(i, _)| i + 1);
+        if let Some(cache) = fourth_slash.and_then(|end| self.by_prefix.get(&key[..end])) {
+            return vec![cache];
+        }
+        self.list.iter().filter(|c| key.starts_with(c.prefix())).collect()
+    }
+}
+
+/// All resource caches of one store plus the log follower that feeds them. Caches may be added
+/// and removed while it runs (custom resources come and go with their definitions).
 pub struct CacheSet {
     core: Arc<Core>,
-    by_prefix: HashMap<String, Arc<ResourceCache>>,
 }
 
 impl std::fmt::Debug for CacheSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CacheSet")
-            .field("prefixes", &self.by_prefix.keys().collect::<Vec<_>>())
+            .field("prefixes", &self.core.read_caches().by_prefix.keys().cloned().collect::<Vec<_>>())
             .field("revision", &self.revision())
             .finish()
     }
@@ -124,24 +159,22 @@ impl CacheSet {
         prefixes: Vec<String>,
         config: CacheConfig,
     ) -> Result<Arc<CacheSet>, WatchError> {
-        let mut by_prefix = HashMap::new();
-        let mut caches = Vec::new();
+        let mut caches = Caches::default();
         for prefix in prefixes {
-            if by_prefix.contains_key(&prefix) {
+            if caches.by_prefix.contains_key(&prefix) {
                 continue;
             }
-            let cache = Arc::new(ResourceCache::new(prefix.clone(), &config));
-            by_prefix.insert(prefix, cache.clone());
-            caches.push(cache);
+            caches.insert(Arc::new(ResourceCache::new(prefix, &config)));
         }
         let target = store.current_revision().await?;
-        let revision = load(&store, &caches, config.load_page, Start::Horizon).await?;
+        let revision = load(&store, &caches.list, config.load_page, Start::Horizon).await?;
         let (applied, _) = watch::channel(revision);
         let (hints, _) = watch::channel(target);
         let (shutdown, _) = watch::channel(false);
         let core = Arc::new(Core {
             store,
-            caches,
+            caches: RwLock::new(caches),
+            applying: tokio::sync::Mutex::new(()),
             config,
             applied,
             hints,
@@ -150,7 +183,7 @@ impl CacheSet {
         });
         core.lag.learned(target, revision);
         tokio::spawn(follow(core.clone(), revision));
-        let set = Arc::new(CacheSet { core, by_prefix });
+        let set = Arc::new(CacheSet { core });
         set.wait_for(target, START_CATCH_UP).await?;
         Ok(set)
     }
@@ -176,7 +209,40 @@ impl CacheSet {
 
     /// The cache of one resource, by the exact prefix it was started with.
     pub fn cache(&self, prefix: &str) -> Option<Arc<ResourceCache>> {
-        self.by_prefix.get(prefix).cloned()
+        self.core.read_caches().by_prefix.get(prefix).cloned()
+    }
+
+    /// Adds a cache for `prefix` (or returns the one there is), loaded from a store snapshot at
+    /// the revision the follower has applied; from then on the follower keeps it current like
+    /// the others. Fails when that revision is compacted already (the caller retries).
+    pub async fn add(&self, prefix: &str) -> Result<Arc<ResourceCache>, WatchError> {
+        if let Some(cache) = self.cache(prefix) {
+            return Ok(cache);
+        }
+        let _applying = self.core.applying.lock().await;
+        if let Some(cache) = self.cache(prefix) {
+            return Ok(cache);
+        }
+        let cache = Arc::new(ResourceCache::new(prefix.to_owned(), &self.core.config));
+        let at = self.revision();
+        let caches = [cache.clone()];
+        let (revision, lists) = read_snapshot(&self.core.store, &caches, self.core.config.load_page.max(1), Some(at)).await?;
+        reset_caches(caches.to_vec(), lists, revision).await?;
+        self.core.caches.write().unwrap_or_else(|p| p.into_inner()).insert(cache.clone());
+        Ok(cache)
+    }
+
+    /// Removes the cache of `prefix`; its watchers end as on shutdown.
+    pub async fn remove(&self, prefix: &str) {
+        let _applying = self.core.applying.lock().await;
+        let removed = {
+            let mut caches = self.core.caches.write().unwrap_or_else(|p| p.into_inner());
+            caches.list.retain(|c| c.prefix() != prefix);
+            caches.by_prefix.remove(prefix)
+        };
+        if let Some(cache) = removed {
+            cache.close();
+        }
     }
 
     /// Revision up to which the follower has applied the log.
@@ -209,7 +275,7 @@ impl CacheSet {
     /// Ends the follower and every watcher cleanly (they see `None` after draining).
     pub fn shutdown(&self) {
         self.core.shutdown.send_replace(true);
-        for cache in &self.core.caches {
+        for cache in &self.core.read_caches().list {
             cache.close();
         }
     }
@@ -242,7 +308,12 @@ async fn load(
             Err(e) => return Err(e.into()),
         }
     };
-    let caches = caches.to_vec();
+    reset_caches(caches.to_vec(), lists, revision).await?;
+    Ok(revision)
+}
+
+/// Decodes snapshot lists (off the async workers) and resets each cache to its list.
+async fn reset_caches(caches: Vec<Arc<ResourceCache>>, lists: Vec<Vec<KeyValue>>, revision: Revision) -> Result<(), WatchError> {
     tokio::task::spawn_blocking(move || {
         for (cache, items) in caches.iter().zip(lists) {
             let decoded = items
@@ -265,8 +336,7 @@ async fn load(
         WatchError::Storage(StorageError::Backend(format!(
             "cache load task failed: {e}"
         )))
-    })?;
-    Ok(revision)
+    })
 }
 
 /// Lists every prefix at revision `at` (None: the current one), page by page on one snapshot.
@@ -313,6 +383,7 @@ async fn read_snapshot(
 async fn apply_batch(core: &Arc<Core>, events: Vec<Event>) -> Result<Revision, String> {
     let core2 = core.clone();
     tokio::task::spawn_blocking(move || {
+        let caches = core2.read_caches();
         let mut last = 0;
         for ev in events {
             last = ev.revision;
@@ -323,15 +394,11 @@ async fn apply_batch(core: &Arc<Core>, events: Vec<Event>) -> Result<Revision, S
                     None
                 }
             };
-            for cache in core2
-                .caches
-                .iter()
-                .filter(|c| ev.key.starts_with(c.prefix()))
-            {
+            for cache in caches.for_key(&ev.key) {
                 cache.apply(ev.revision, ev.key.clone(), ev.kind, object.clone());
             }
         }
-        for cache in &core2.caches {
+        for cache in &caches.list {
             cache.advance(last);
         }
         last
@@ -341,7 +408,9 @@ async fn apply_batch(core: &Arc<Core>, events: Vec<Event>) -> Result<Revision, S
 }
 
 async fn reload(core: &Arc<Core>) -> Result<Revision, WatchError> {
-    let revision = load(&core.store, &core.caches, core.config.load_page, Start::Current).await?;
+    let _applying = core.applying.lock().await;
+    let caches = core.read_caches().list.clone();
+    let revision = load(&core.store, &caches, core.config.load_page, Start::Current).await?;
     core.applied.send_if_modified(|a| {
         let changed = revision > *a;
         *a = (*a).max(revision);
@@ -398,11 +467,14 @@ async fn follow(core: Arc<Core>, mut applied: Revision) {
                 }
                 Ok(events) => {
                     let full = events.len() >= batch;
-                    match apply_batch(&core, events).await {
-                        Ok(rev) => {
-                            applied = rev;
-                            core.applied.send_replace(rev);
-                        }
+                    let applying = core.applying.lock().await;
+                    let outcome = apply_batch(&core, events).await;
+                    if let Ok(rev) = outcome {
+                        core.applied.send_replace(rev);
+                    }
+                    drop(applying);
+                    match outcome {
+                        Ok(rev) => applied = rev,
                         Err(e) => {
                             tracing::error!(error = %e, "applying log batch failed; reloading caches");
                             let Some(rev) = reload_or_pause(&core, applied, &mut shutdown).await else { return };

@@ -619,3 +619,33 @@ async fn concurrent_writers_are_seen_exactly_once_in_order() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn caches_added_at_run_time_follow_the_log_from_their_load() {
+    const WIDGETS: &str = "/registry/example.com/widgets/";
+    let store = Arc::new(MemStore::new());
+    let set = start(&store, config()).await;
+    assert!(set.cache(WIDGETS).is_none());
+    let first = store.create(&format!("{WIDGETS}ns/a"), pod("a", "web")).await.unwrap();
+    set.wait_for(first, WAIT).await.unwrap();
+
+    let cache = set.add(WIDGETS).await.unwrap();
+    assert!(Arc::ptr_eq(&cache, &set.add(WIDGETS).await.unwrap()), "adding twice keeps one cache");
+    let (items, at) = cache.list(WIDGETS);
+    assert_eq!(at, first);
+    assert_eq!(items.len(), 1);
+    let mut w = cache.watch(WIDGETS, WatchStart::After(at), all()).unwrap();
+    let second = store.create(&format!("{WIDGETS}ns/b"), pod("b", "web")).await.unwrap();
+    store.create(&key("ns", "p"), pod("p", "web")).await.unwrap();
+    assert_eq!(next_event(&mut w).await, (EventType::Added, second, "b".into(), second.to_string()));
+
+    set.remove(WIDGETS).await;
+    assert!(set.cache(WIDGETS).is_none());
+    loop {
+        match next(&mut w).await {
+            None => break,
+            Some(WatchItem::Bookmark(_)) => continue,
+            other => panic!("a removed cache's watcher ends, got {other:?}"),
+        }
+    }
+}
