@@ -214,7 +214,7 @@ fn literal_and_null_results() {
 fn selectable_field_values() {
     let obj = json!({"spec": {"color": "blue", "size": 3, "ok": true, "ratio": 0.5, "none": null,
                               "list": [1, 2], "map": {"b": 1, "a": "x"}}});
-    let value = |p: &str| JsonPath::parse(p).map_err(|e| e).and_then(|path| field_value(&path, &obj));
+    let value = |p: &str| JsonPath::parse(p).and_then(|path| field_value(&path, &obj));
     assert_eq!(value(".spec.color"), Ok("blue".to_owned()));
     assert_eq!(value(".spec.size"), Ok("3".to_owned()));
     assert_eq!(value(".spec.ok"), Ok("true".to_owned()));
