@@ -1,6 +1,6 @@
 //! Go's text forms of decoded JSON values, as kube prints them: `fmt.Sprint` (field-selector
 //! values, `%v` in messages), `encoding/json.Marshal` (string cells holding objects or lists),
-//! `%q` and `%#U` (error messages). kube's outputs are byte-compared by clients and tests, so
+//! `%q` and `%#U` (error messages), and `strconv.Unquote` for quoted path literals. kube's outputs are byte-compared by clients and tests, so
 //! the Go rules (sorted map keys, `1e+06` floats, HTML-escaped JSON) are kept here.
 
 use serde_json::{Number, Value};
@@ -207,4 +207,68 @@ pub(crate) fn unicode_desc(c: char) -> String {
     } else {
         format!("U+{:04X}", u32::from(c))
     }
+}
+
+/// Go's `strconv.Unquote`, extended to single-quoted strings as jsonpath does; `None` is
+/// Go's `invalid syntax`.
+pub(crate) fn unquote(s: &str) -> Option<String> {
+    let quote = s.chars().next().filter(|q| matches!(q, '"' | '\''))?;
+    if s.len() < 2 || !s.ends_with(quote) {
+        return None;
+    }
+    let inner = &s[1..s.len() - 1];
+    if !inner.contains('\\') && !inner.contains(quote) {
+        return Some(inner.to_owned());
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c == quote {
+            return None;
+        }
+        if c != '\\' {
+            push_char(&mut out, c);
+            continue;
+        }
+        match chars.next()? {
+            'a' => out.push(7),
+            'b' => out.push(8),
+            'f' => out.push(12),
+            'n' => out.push(b'\n'),
+            'r' => out.push(b'\r'),
+            't' => out.push(b'\t'),
+            'v' => out.push(11),
+            '\\' => out.push(b'\\'),
+            q @ ('"' | '\'') if q == quote => out.push(q as u8),
+            e @ ('x' | 'u' | 'U') => {
+                let width = match e {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                let mut v = 0u32;
+                for _ in 0..width {
+                    v = v * 16 + chars.next()?.to_digit(16)?;
+                }
+                if e == 'x' {
+                    out.push(u8::try_from(v).ok()?);
+                } else {
+                    push_char(&mut out, char::from_u32(v)?);
+                }
+            }
+            d @ '0'..='7' => {
+                let mut v = d.to_digit(8)?;
+                for _ in 0..2 {
+                    v = v * 8 + chars.next()?.to_digit(8)?;
+                }
+                out.push(u8::try_from(v).ok()?);
+            }
+            _ => return None,
+        }
+    }
+    Some(String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+fn push_char(out: &mut Vec<u8>, c: char) {
+    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
 }

@@ -114,8 +114,7 @@ pub fn selectable_field_name(json_path: &str) -> &str {
 /// objects without a color. More than one result, or an evaluation error, fails the object's
 /// attributes (and with them the list or watch) with kube's message.
 pub fn field_value(path: &JsonPath, obj: &Value) -> Result<String, String> {
-    let results =
-        path.find_results(obj).map_err(|e| format!("unexpected error finding value with jsonPath: {e}"))?;
+    let results = path.find_results(obj).map_err(|e| format!("unexpected error finding value with jsonPath: {e}"))?;
     let Some(first) = results.first().filter(|r| !r.is_empty()) else {
         return Ok(String::new());
     };

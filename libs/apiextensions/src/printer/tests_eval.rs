@@ -243,6 +243,9 @@ fn go_number_forms() {
     assert_eq!(sprint(json!(u64::MAX)), "1.8446744073709552e+19");
     let marshal = |v: Value| gofmt::marshal(&v);
     assert_eq!(marshal(json!([1e21, 1e20, 1e-7, 0.5])), "[1e+21,100000000000000000000,1e-7,0.5]");
-    assert_eq!(marshal(json!({"b": "<a&b>", "a": "\u{2028}\n\u{1}"})), r#"{"a":"\u2028\n\u0001","b":"\u003ca\u0026b\u003e"}"#);
+    assert_eq!(
+        marshal(json!({"b": "<a&b>", "a": "\u{2028}\n\u{1}"})),
+        r#"{"a":"\u2028\n\u0001","b":"\u003ca\u0026b\u003e"}"#
+    );
     assert_eq!(gofmt::quote("a\"b\u{1}é"), r#""a\"b\x01é""#);
 }

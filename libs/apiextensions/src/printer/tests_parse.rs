@@ -84,7 +84,10 @@ fn bracket_keys_are_dotted_paths() {
     // kube re-parses the key as `.b.c`: a dot inside brackets still separates fields.
     assert_eq!(nodes(".spec.a['b.c']"), vec![field("spec"), field("a"), field("b"), field("c")]);
     assert_eq!(nodes(r".spec.a['b\.c']"), vec![field("spec"), field("a"), field("b.c")]);
-    assert_eq!(nodes("[0]['id']"), vec![Node::Array([known(0), Param { value: 1, known: true, derived: true }, unknown()]), field("id")]);
+    assert_eq!(
+        nodes("[0]['id']"),
+        vec![Node::Array([known(0), Param { value: 1, known: true, derived: true }, unknown()]), field("id")]
+    );
 }
 
 #[test]
@@ -155,6 +158,20 @@ fn literals_and_identifiers() {
     assert_eq!(nodes("+12"), vec![Node::Int(12)]);
     assert_eq!(nodes("-1.5"), vec![Node::Float(-1.5)]);
     assert_eq!(nodes("range .items"), vec![Node::Identifier("range".to_owned()), field("items")]);
+}
+
+#[test]
+fn quoted_literal_escapes() {
+    let text = |p: &str| match nodes(p).as_slice() {
+        [Node::Text(t)] => t.clone(),
+        other => panic!("{p}: {other:?}"),
+    };
+    assert_eq!(text(r#""\x41\101\u00e9\U0001F600""#), "AA\u{e9}\u{1f600}");
+    assert_eq!(text(r"'it\'s'"), "it's");
+    assert_eq!(text(r#"'say "hi"'"#), "say \"hi\"");
+    let err = |p: &str| JsonPath::parse(p).err().unwrap_or_default();
+    assert_eq!(err(r#""\'""#), r#"unquote string "\'" error invalid syntax"#);
+    assert_eq!(err(r#""\400""#), r#"unquote string "\400" error invalid syntax"#);
 }
 
 #[test]

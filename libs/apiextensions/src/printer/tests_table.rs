@@ -144,7 +144,10 @@ fn multiple_results_take_the_first() {
         column("single2", "string", ".spec.servers[1].hosts"),
         column("multi", "string", ".spec.servers[*].hosts"),
     ]));
-    assert_eq!(strings.cells_at(&obj, now()), vec![json!("blah"), json!("foo"), json!(r#"["foo"]"#), json!(r#"["bar","baz"]"#), json!(r#"["foo"]"#)]);
+    assert_eq!(
+        strings.cells_at(&obj, now()),
+        vec![json!("blah"), json!("foo"), json!(r#"["foo"]"#), json!(r#"["bar","baz"]"#), json!(r#"["foo"]"#)]
+    );
     let ints = convertor(json!([
         column("valueOnly", "integer", ".spec.foo[0].bar[0]"),
         column("single1", "integer", ".spec.foo[0].bar"),
