@@ -28,7 +28,11 @@ pub(crate) fn validate_column(col: &Value, path: &Path) -> Vec<Cause> {
     }
     let format = get_str(col, "format");
     if !format.is_empty() && !COLUMN_FORMATS.contains(&format) {
-        causes.push(invalid_str(&path.child("format"), format, &format!("must be one of {}", COLUMN_FORMATS.join(","))));
+        causes.push(invalid_str(
+            &path.child("format"),
+            format,
+            &format!("must be one of {}", COLUMN_FORMATS.join(",")),
+        ));
     }
     // The internal type calls the field JSONPath, and kube's path says so.
     let json_path = get_str(col, "jsonPath");

@@ -38,7 +38,9 @@ pub(crate) fn validate_conversion(conv: Option<&Value>, path: &Path, opts: &Opts
             Some(cc) => {
                 let (url, service) = (get_some(cc, "url"), get_some(cc, "service"));
                 match (url, service) {
-                    (Some(u), None) => causes.extend(validate_webhook_url(&cc_path.child("url"), u.as_str().unwrap_or(""))),
+                    (Some(u), None) => {
+                        causes.extend(validate_webhook_url(&cc_path.child("url"), u.as_str().unwrap_or("")))
+                    }
                     (None, Some(s)) => causes.extend(validate_webhook_service(&cc_path.child("service"), s)),
                     _ => causes.push(required(&cc_path, "exactly one of url or service is required")),
                 }
@@ -182,7 +184,11 @@ fn validate_webhook_service(path: &Path, svc: &Value) -> Vec<Cause> {
     }
     let port = get_some(svc, "port").and_then(Value::as_i64).unwrap_or(0);
     if !(1..=65535).contains(&port) {
-        causes.push(invalid(&path.child("port"), &Value::from(port), "port is not valid: must be between 1 and 65535, inclusive"));
+        causes.push(invalid(
+            &path.child("port"),
+            &Value::from(port),
+            "port is not valid: must be between 1 and 65535, inclusive",
+        ));
     }
     let Some(url_path) = get_some(svc, "path").and_then(Value::as_str) else {
         return causes;
@@ -218,9 +224,9 @@ fn validate_ca_bundle(path: &Path, ca_base64: &str) -> Vec<Cause> {
     let ok = decode_base64(ca_base64).is_some_and(|bytes| {
         let text = String::from_utf8_lossy(&bytes);
         text.split("-----BEGIN CERTIFICATE-----").skip(1).any(|block| {
-            block
-                .split_once("-----END CERTIFICATE-----")
-                .is_some_and(|(body, _)| decode_base64(&body.split_whitespace().collect::<String>()).is_some_and(|d| !d.is_empty()))
+            block.split_once("-----END CERTIFICATE-----").is_some_and(|(body, _)| {
+                decode_base64(&body.split_whitespace().collect::<String>()).is_some_and(|d| !d.is_empty())
+            })
         })
     });
     if ok {
@@ -278,7 +284,10 @@ mod tests {
     #[test]
     fn url_parts() {
         let u = parse_url("https://user@host:8443/p?q=1#f").unwrap();
-        assert_eq!((u.scheme.as_str(), u.host.as_str(), u.query.as_str(), u.fragment.as_str()), ("https", "host:8443", "q=1", "f"));
+        assert_eq!(
+            (u.scheme.as_str(), u.host.as_str(), u.query.as_str(), u.fragment.as_str()),
+            ("https", "host:8443", "q=1", "f")
+        );
         assert_eq!(u.user.as_deref(), Some("user"));
         assert_eq!(parse_url(":x").err().unwrap(), "parse \":x\": missing protocol scheme");
     }

@@ -61,8 +61,20 @@ impl<'a> Spec<'a> {
             identical("selectableFields"),
         );
         let first = versions_raw.first();
-        let top = |hoisted: bool, key: &str| if hoisted { first.and_then(|f| get_some(f, key)) } else { None };
-        let top_arr = |hoisted: bool, key: &str| if hoisted { first.map(|f| get_arr(f, key)).unwrap_or(&[]) } else { &[] };
+        let top = |hoisted: bool, key: &str| {
+            if hoisted {
+                first.and_then(|f| get_some(f, key))
+            } else {
+                None
+            }
+        };
+        let top_arr = |hoisted: bool, key: &str| {
+            if hoisted {
+                first.map(|f| get_arr(f, key)).unwrap_or(&[])
+            } else {
+                &[]
+            }
+        };
         let versions = versions_raw
             .iter()
             .map(|v| Version {
@@ -220,7 +232,12 @@ pub(crate) fn validate_spec(crd: &Value, opts: &Opts) -> Vec<Cause> {
         }
     }
     causes.extend(names::validate_names(&names_value, &root.child("names")));
-    causes.extend(openapi::validate_validation(spec.validation, spec.any_status_enabled(), &opts, &root.child("validation")));
+    causes.extend(openapi::validate_validation(
+        spec.validation,
+        spec.any_status_enabled(),
+        &opts,
+        &root.child("validation"),
+    ));
     causes.extend(columns::validate_subresources(spec.subresources, &root.child("subresources")));
     for (i, col) in spec.columns.iter().enumerate() {
         causes.extend(columns::validate_column(col, &root.child("additionalPrinterColumns").index(i)));
@@ -278,7 +295,13 @@ fn validate_version(spec: &Spec, v: &Version, path: &Path, opts: &Opts) -> Vec<C
                 if let Some(err) = super::structural::new_structural_error(schema) {
                     causes.push(invalid_str(&path.child("schema.openAPIV3Schema"), "", &err));
                 }
-                causes.extend(columns::validate_selectable_fields(v.selectable_fields, Some(schema), &fpath, opts, v.name));
+                causes.extend(columns::validate_selectable_fields(
+                    v.selectable_fields,
+                    Some(schema),
+                    &fpath,
+                    opts,
+                    v.name,
+                ));
             }
         }
     }

@@ -174,7 +174,8 @@ fn check_value(v: &Value, s: Option<&Value>, name: &str, dpath: &Path, errs: &mu
     }
     let enum_values = get_arr(s, "enum");
     if !enum_values.is_empty() && !enum_values.contains(v) {
-        let supported: Vec<String> = enum_values.iter().map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string)).collect();
+        let supported: Vec<String> =
+            enum_values.iter().map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string)).collect();
         let supported: Vec<&str> = supported.iter().map(String::as_str).collect();
         errs.push(Cause::not_supported(ep.as_str(), v, &supported));
     }

@@ -93,7 +93,8 @@ pub(crate) fn valid_field_path<'a>(
                 if t.len() < 2 || !t.starts_with('\'') || !t.ends_with('\'') {
                     return Err(format!("expected single quoted string but got {t}"));
                 }
-                let name = unescape_single_quote(&t[1..t.len() - 1]).map_err(|e| format!("invalid string literal: {e}"))?;
+                let name =
+                    unescape_single_quote(&t[1..t.len() - 1]).map_err(|e| format!("invalid string literal: {e}"))?;
                 let close = it.next().ok_or("unexpected end of JSON path")?;
                 if close != "]" {
                     return Err(format!("expected ] but got {close}"));

@@ -137,7 +137,8 @@ enum Approval {
 }
 
 fn approval_state(crd: &Value) -> (Approval, String) {
-    let annotation = crd.pointer("/metadata/annotations").and_then(|a| a.get(APPROVAL)).and_then(Value::as_str).unwrap_or("");
+    let annotation =
+        crd.pointer("/metadata/annotations").and_then(|a| a.get(APPROVAL)).and_then(Value::as_str).unwrap_or("");
     if annotation.is_empty() {
         return (
             Approval::Missing,
@@ -190,7 +191,8 @@ pub(crate) fn validate_api_approval(crd: &Value, old: Option<&Value>) -> Vec<Cau
         return Vec::new();
     }
     let path = Path::new("metadata").child("annotations").key(APPROVAL);
-    let value = crd.pointer("/metadata/annotations").and_then(|a| a.get(APPROVAL)).and_then(Value::as_str).unwrap_or("");
+    let value =
+        crd.pointer("/metadata/annotations").and_then(|a| a.get(APPROVAL)).and_then(Value::as_str).unwrap_or("");
     match state {
         Approval::Approved | Approval::Bypassed => Vec::new(),
         Approval::Missing => vec![required(&path, &reason)],
@@ -225,9 +227,7 @@ pub(crate) fn deprecation_warning_errors(deprecated: bool, warning: &str) -> Vec
         errs.push("must not be an empty string".into());
     }
     if let Some((i, _)) = warning.char_indices().find(|(_, c)| !is_print(*c)) {
-        errs.push(format!(
-            "must only contain printable UTF-8 characters; non-printable character found at index {i}"
-        ));
+        errs.push(format!("must only contain printable UTF-8 characters; non-printable character found at index {i}"));
     }
     errs
 }

@@ -9,12 +9,13 @@ use serde_json::Value;
 use super::fieldpath::valid_field_path;
 use super::schema_walk::{items, items_schema, non_empty_map, or_bool, properties, property, Items};
 use super::{
-    defaults, forbidden, get_arr, get_bool, get_some, get_str, invalid, invalid_str, not_supported, required, structural,
-    Opts, Path,
+    defaults, forbidden, get_arr, get_bool, get_some, get_str, invalid, invalid_str, not_supported, required,
+    structural, Opts, Path,
 };
 
 const OPENAPI_TYPES: &[&str] = &["array", "boolean", "integer", "number", "object", "string"];
-const VALIDATION_REASONS: &[&str] = &["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
+const VALIDATION_REASONS: &[&str] =
+    &["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
 
 /// kube's `JSONSchemaProps` fields in declaration order: (JSON key, Go name, allowed at the
 /// root when the status subresource is enabled).
@@ -76,7 +77,12 @@ fn is_zero(v: Option<&Value>) -> bool {
 
 /// kube's `validateCustomResourceDefinitionValidation` for one `CustomResourceValidation`
 /// (`{openAPIV3Schema: ...}`) at `path` (`spec.validation` or `spec.versions[i].schema`).
-pub(crate) fn validate_validation(validation: Option<&Value>, status_enabled: bool, opts: &Opts, path: &Path) -> Vec<Cause> {
+pub(crate) fn validate_validation(
+    validation: Option<&Value>,
+    status_enabled: bool,
+    opts: &Opts,
+    path: &Path,
+) -> Vec<Cause> {
     let mut causes = Vec::new();
     let Some(schema) = validation.and_then(|v| get_some(v, "openAPIV3Schema")) else {
         return causes;
@@ -223,7 +229,10 @@ impl Ssv {
             causes.push(forbidden(&path.child("items"), "items must be a schema object and not an array"));
         }
         if self.inside_resource_meta && get_bool(s, "x-kubernetes-embedded-resource") {
-            causes.push(forbidden(&path.child("x-kubernetes-embedded-resource"), "must not be used inside of resource meta"));
+            causes.push(forbidden(
+                &path.child("x-kubernetes-embedded-resource"),
+                "must not be used inside of resource meta",
+            ));
         }
         causes
     }
@@ -252,7 +261,10 @@ fn validate_openapi_schema(
     let has_properties = properties(s).next().is_some();
     if let Some(ap) = or_bool(s, "additionalProperties") {
         if has_properties && (!ap.allows() || ap.schema().is_some()) {
-            errs.push(forbidden(&path.child("additionalProperties"), "additionalProperties and properties are mutual exclusive"));
+            errs.push(forbidden(
+                &path.child("additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ));
         }
         let sub = if ssv.inside_resource_meta {
             // pruning without the value is ambiguous there
@@ -270,7 +282,9 @@ fn validate_openapi_schema(
         if map_type.is_some_and(|t| t != "granular" && t != "atomic") {
             sub = sub.forbid_old_self(path);
         }
-        if (is_root || get_bool(s, "x-kubernetes-embedded-resource")) && matches!(name.as_str(), "metadata" | "kind" | "apiVersion") {
+        if (is_root || get_bool(s, "x-kubernetes-embedded-resource"))
+            && matches!(name.as_str(), "metadata" | "kind" | "apiVersion")
+        {
             sub = sub.inside_meta();
             if is_root {
                 sub = sub.forbid_defaults(&format!("in top-level {name}"));
@@ -323,7 +337,11 @@ fn extension_rules(s: &Value, path: &Path, list_type: Option<&str>, opts: &Opts)
     let mut errs = Vec::new();
     let ty = get_str(s, "type");
     if get_some(s, "x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(false) {
-        errs.push(invalid(&path.child("x-kubernetes-preserve-unknown-fields"), &Value::Bool(false), "must be true or undefined"));
+        errs.push(invalid(
+            &path.child("x-kubernetes-preserve-unknown-fields"),
+            &Value::Bool(false),
+            "must be true or undefined",
+        ));
     }
     let map_type = get_some(s, "x-kubernetes-map-type").map(|v| v.as_str().unwrap_or(""));
     if let Some(mt) = map_type {
@@ -350,11 +368,19 @@ fn extension_rules(s: &Value, path: &Path, list_type: Option<&str>, opts: &Opts)
             let item_list_type = get_some(is, "x-kubernetes-list-type");
             match get_str(is, "type") {
                 "array" if item_list_type.is_some_and(|t| t.as_str() != Some("atomic")) => {
-                    errs.push(invalid(&path.child("items").child("x-kubernetes-list-type"), item_list_type.unwrap_or(&Value::Null), msg));
+                    errs.push(invalid(
+                        &path.child("items").child("x-kubernetes-list-type"),
+                        item_list_type.unwrap_or(&Value::Null),
+                        msg,
+                    ));
                 }
                 "object" if get_some(is, "x-kubernetes-map-type").and_then(Value::as_str) != Some("atomic") => {
                     // kube shows the items' list type here
-                    errs.push(invalid(&path.child("items").child("x-kubernetes-map-type"), item_list_type.unwrap_or(&Value::Null), msg));
+                    errs.push(invalid(
+                        &path.child("items").child("x-kubernetes-map-type"),
+                        item_list_type.unwrap_or(&Value::Null),
+                        msg,
+                    ));
                 }
                 _ => {}
             }
@@ -376,7 +402,10 @@ fn extension_rules(s: &Value, path: &Path, list_type: Option<&str>, opts: &Opts)
     }
     if list_type == Some("map") {
         if keys.is_empty() {
-            errs.push(required(&path.child("x-kubernetes-list-map-keys"), "must not be empty if x-kubernetes-list-type is map"));
+            errs.push(required(
+                &path.child("x-kubernetes-list-map-keys"),
+                "must not be empty if x-kubernetes-list-type is map",
+            ));
         }
         match items(s) {
             None => errs.push(required(&path.child("items"), "must have a schema if x-kubernetes-list-type is map")),
@@ -411,7 +440,11 @@ fn extension_rules(s: &Value, path: &Path, list_type: Option<&str>, opts: &Opts)
                             )),
                         }
                         if seen.contains(&k) {
-                            errs.push(invalid(&path.child("x-kubernetes-list-map-keys"), &keys_value, "must not contain duplicate entries"));
+                            errs.push(invalid(
+                                &path.child("x-kubernetes-list-map-keys"),
+                                &keys_value,
+                                "must not contain duplicate entries",
+                            ));
                         }
                         seen.push(k);
                     }
@@ -434,7 +467,10 @@ pub(crate) fn map_list_keys_map_set(s: &Value, path: &Path) -> Vec<Cause> {
         return errs;
     }
     if get_bool(is, "nullable") {
-        errs.push(forbidden(&path.child("items").child("nullable"), &format!("cannot be nullable when x-kubernetes-list-type is {lt}")));
+        errs.push(forbidden(
+            &path.child("items").child("nullable"),
+            &format!("cannot be nullable when x-kubernetes-list-type is {lt}"),
+        ));
     }
     if lt == "map" {
         let required_keys: Vec<&str> = get_arr(is, "required").iter().filter_map(Value::as_str).collect();
@@ -450,7 +486,10 @@ pub(crate) fn map_list_keys_map_set(s: &Value, path: &Path) -> Vec<Cause> {
                 ));
             }
             if get_bool(p, "nullable") {
-                errs.push(forbidden(&ppath.child("nullable"), "this property is in x-kubernetes-list-map-keys, so it cannot be nullable"));
+                errs.push(forbidden(
+                    &ppath.child("nullable"),
+                    "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+                ));
             }
         }
     }
@@ -493,7 +532,10 @@ fn validation_rule_shapes(s: &Value, path: &Path) -> Vec<Cause> {
         if has_newlines(field_path) {
             errs.push(invalid_str(&rpath.child("fieldPath"), field_path, "must not contain line breaks"));
         }
-        if !field_path.is_empty() && structural::new_structural_error(s).is_none() && valid_field_path(field_path, Some(s), true).is_err() {
+        if !field_path.is_empty()
+            && structural::new_structural_error(s).is_none()
+            && valid_field_path(field_path, Some(s), true).is_err()
+        {
             errs.push(invalid_str(&rpath.child("fieldPath"), field_path, "must be a valid path"));
         }
     }
@@ -504,9 +546,8 @@ fn validation_rule_shapes(s: &Value, path: &Path) -> Vec<Cause> {
 fn uses_old_self(rule: &str) -> bool {
     let b = rule.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    rule.match_indices("oldSelf").any(|(i, m)| {
-        (i == 0 || !ident(b[i - 1])) && b.get(i + m.len()).is_none_or(|c| !ident(*c))
-    })
+    rule.match_indices("oldSelf")
+        .any(|(i, m)| (i == 0 || !ident(b[i - 1])) && b.get(i + m.len()).is_none_or(|c| !ident(*c)))
 }
 
 /// The transition-rule checks kube makes after compiling: `oldSelf` only where old and new

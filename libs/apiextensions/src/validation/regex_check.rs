@@ -12,7 +12,9 @@ pub(crate) fn regex_error(pattern: &str) -> Option<String> {
         Err(regex::Error::CompiledTooBig(_)) => return None,
         Err(e) => e.to_string(),
     };
-    if err.contains("Unicode") && (err.contains("not found") || err.contains("unavailable") || err.contains("not enabled")) {
+    if err.contains("Unicode")
+        && (err.contains("not found") || err.contains("unavailable") || err.contains("not enabled"))
+    {
         return None;
     }
     let code = if err.contains("unclosed group") {

@@ -129,5 +129,5 @@ pub(crate) fn version_schemas(crd: &Value) -> Vec<&Value> {
 
 /// kube's `HasSchemaWith` over a v1 CRD.
 pub(crate) fn crd_has_schema_with(crd: &Value, pred: &dyn Fn(&Value) -> bool) -> bool {
-    version_schemas(crd).into_iter().any(|s| pred(s))
+    version_schemas(crd).into_iter().any(pred)
 }

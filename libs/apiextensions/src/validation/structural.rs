@@ -74,7 +74,13 @@ pub(crate) fn validate_structural(path: &Path, s: &Value) -> Vec<Cause> {
 fn is_int_or_string_any_of(any_of: &[Value]) -> bool {
     let only_type = |v: &Value, t: &str| {
         v.as_object().is_some_and(|m| {
-            m.iter().all(|(k, x)| if k == "type" { x.as_str() == Some(t) } else { x.is_null() || x == &Value::Bool(false) || x == "" })
+            m.iter().all(|(k, x)| {
+                if k == "type" {
+                    x.as_str() == Some(t)
+                } else {
+                    x.is_null() || x == &Value::Bool(false) || x == ""
+                }
+            })
         }) && get_str(v, "type") == t
     };
     any_of.len() == 2 && only_type(&any_of[0], "integer") && only_type(&any_of[1], "string")
@@ -111,13 +117,22 @@ fn invariants(s: &Value, lvl: Level, path: &Path) -> Vec<Cause> {
         get_bool(s, "x-kubernetes-embedded-resource"),
     );
     if int_or_string && preserve {
-        errs.push(invalid(&path.child("x-kubernetes-preserve-unknown-fields"), &Value::Bool(true), "must be false if x-kubernetes-int-or-string is true"));
+        errs.push(invalid(
+            &path.child("x-kubernetes-preserve-unknown-fields"),
+            &Value::Bool(true),
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
     }
     if int_or_string && embedded {
-        errs.push(invalid(&path.child("x-kubernetes-embedded-resource"), &Value::Bool(true), "must be false if x-kubernetes-int-or-string is true"));
+        errs.push(invalid(
+            &path.child("x-kubernetes-embedded-resource"),
+            &Value::Bool(true),
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
     }
     let skip_any_of = is_int_or_string_any_of(get_arr(s, "anyOf"));
-    let skip_first_all_of_any_of = get_arr(s, "allOf").first().is_some_and(|a| is_int_or_string_any_of(get_arr(a, "anyOf")));
+    let skip_first_all_of_any_of =
+        get_arr(s, "allOf").first().is_some_and(|a| is_int_or_string_any_of(get_arr(a, "anyOf")));
     errs.extend(value_validation(s, skip_any_of, skip_first_all_of_any_of, lvl, path));
 
     let check_metadata = lvl == Level::Root || embedded;
@@ -137,7 +152,10 @@ fn invariants(s: &Value, lvl: Level, path: &Path) -> Vec<Cause> {
         errs.push(required(&path.child("type"), msg));
     }
     if embedded && ap.is_some() {
-        errs.push(forbidden(&path.child("additionalProperties"), "must not be used if x-kubernetes-embedded-resource is set"));
+        errs.push(forbidden(
+            &path.child("additionalProperties"),
+            "must not be used if x-kubernetes-embedded-resource is set",
+        ));
     }
     if lvl == Level::Root && !ty.is_empty() && ty != "object" {
         errs.push(invalid_str(&path.child("type"), ty, "must be object at the root"));
@@ -189,13 +207,22 @@ fn metadata_invariants(s: &Value, check_metadata: bool, lvl: Level, path: &Path)
         _ => !(v.is_null() || v == &Value::Bool(false) || v == ""),
     });
     if anything_else {
-        errs.push(forbidden(path, "must not specify anything other than name and generateName, but metadata is implicitly specified"));
+        errs.push(forbidden(
+            path,
+            "must not specify anything other than name and generateName, but metadata is implicitly specified",
+        ));
     }
     errs
 }
 
 /// kube's `validateValueValidation` for the junctors of one node.
-fn value_validation(s: &Value, skip_any_of: bool, skip_first_all_of_any_of: bool, lvl: Level, path: &Path) -> Vec<Cause> {
+fn value_validation(
+    s: &Value,
+    skip_any_of: bool,
+    skip_first_all_of_any_of: bool,
+    lvl: Level,
+    path: &Path,
+) -> Vec<Cause> {
     let mut errs = Vec::new();
     if !skip_any_of {
         for (i, x) in get_arr(s, "anyOf").iter().enumerate() {
@@ -214,7 +241,11 @@ fn value_validation(s: &Value, skip_any_of: bool, skip_first_all_of_any_of: bool
     let pattern = get_str(s, "pattern");
     if !pattern.is_empty() {
         if let Some(e) = regex_error(pattern) {
-            errs.push(invalid_str(&path.child("pattern"), pattern, &format!("must be a valid regular expression, but isn't: {e}")));
+            errs.push(invalid_str(
+                &path.child("pattern"),
+                pattern,
+                &format!("must be a valid regular expression, but isn't: {e}"),
+            ));
         }
     }
     errs
@@ -244,13 +275,33 @@ fn nested(v: &Value, skip_any_of: bool, lvl: Level, path: &Path) -> Vec<Cause> {
         ("title", !get_str(v, "title").is_empty(), "must be empty to be structural"),
         ("description", !get_str(v, "description").is_empty(), "must be empty to be structural"),
         ("nullable", get_bool(v, "nullable"), "must be false to be structural"),
-        ("x-kubernetes-preserve-unknown-fields", get_bool(v, "x-kubernetes-preserve-unknown-fields"), "must be false to be structural"),
-        ("x-kubernetes-embedded-resource", get_bool(v, "x-kubernetes-embedded-resource"), "must be false to be structural"),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            get_bool(v, "x-kubernetes-preserve-unknown-fields"),
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            get_bool(v, "x-kubernetes-embedded-resource"),
+            "must be false to be structural",
+        ),
         ("x-kubernetes-int-or-string", get_bool(v, "x-kubernetes-int-or-string"), "must be false to be structural"),
-        ("x-kubernetes-list-map-keys", !get_arr(v, "x-kubernetes-list-map-keys").is_empty(), "must be empty to be structural"),
-        ("x-kubernetes-list-type", get_some(v, "x-kubernetes-list-type").is_some(), "must be undefined to be structural"),
+        (
+            "x-kubernetes-list-map-keys",
+            !get_arr(v, "x-kubernetes-list-map-keys").is_empty(),
+            "must be empty to be structural",
+        ),
+        (
+            "x-kubernetes-list-type",
+            get_some(v, "x-kubernetes-list-type").is_some(),
+            "must be undefined to be structural",
+        ),
         ("x-kubernetes-map-type", get_some(v, "x-kubernetes-map-type").is_some(), "must be undefined to be structural"),
-        ("x-kubernetes-validations", !get_arr(v, "x-kubernetes-validations").is_empty(), "must be empty to be structural"),
+        (
+            "x-kubernetes-validations",
+            !get_arr(v, "x-kubernetes-validations").is_empty(),
+            "must be empty to be structural",
+        ),
     ];
     for (key, bad, msg) in checks {
         if bad {

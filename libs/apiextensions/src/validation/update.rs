@@ -52,7 +52,11 @@ pub(crate) fn validate_metadata_update(new: &Value, old: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let generation = |m: &Value| m.get("generation").and_then(Value::as_i64).unwrap_or(0);
     if generation(nm) < 0 {
-        causes.push(invalid(&meta.child("generation"), &Value::from(generation(nm)), "must be greater than or equal to 0"));
+        causes.push(invalid(
+            &meta.child("generation"),
+            &Value::from(generation(nm)),
+            "must be greater than or equal to 0",
+        ));
     }
     if generation(nm) < generation(om) {
         causes.push(invalid(&meta.child("generation"), &Value::from(generation(nm)), "must not be decremented"));
@@ -81,17 +85,23 @@ fn established(crd: &Value) -> bool {
 
 /// kube's update options, each relaxed when the old object already breaks the rule.
 fn update_opts(new: &Value, old: &Value) -> Opts {
-    let old_review_versions = old.pointer("/spec/conversion/webhook/conversionReviewVersions").and_then(Value::as_array);
+    let old_review_versions =
+        old.pointer("/spec/conversion/webhook/conversionReviewVersions").and_then(Value::as_array);
     let old_schemas = version_schemas(old);
-    let non_structural = |s: &Value| structural::new_structural_error(s).is_some() || !structural::validate_structural(&Path::new(""), s).is_empty();
+    let non_structural = |s: &Value| {
+        structural::new_structural_error(s).is_some() || !structural::validate_structural(&Path::new(""), s).is_empty()
+    };
     let unpruned_defaults = |s: &Value| {
         schema_has(s, &|x| get_some(x, "default").is_some())
             && !non_structural(s)
-            && defaults::validate_defaults(&Path::new(""), s, true).iter().any(|c| c.message.ends_with("must not have unknown fields"))
+            && defaults::validate_defaults(&Path::new(""), s, true)
+                .iter()
+                .any(|c| c.message.ends_with("must not have unknown fields"))
     };
     Opts {
         allow_defaults: true,
-        require_recognized_conversion_review_version: old_review_versions.is_none_or(|v| conversion::has_valid_review_version_or_empty(v)),
+        require_recognized_conversion_review_version: old_review_versions
+            .is_none_or(|v| conversion::has_valid_review_version_or_empty(v)),
         require_immutable_names: established(old),
         require_openapi_schema: get_arr(old.get("spec").unwrap_or(&Value::Null), "versions")
             .iter()

@@ -1,4 +1,6 @@
 //! Tests of CRD validation with kube's exact messages and paths.
 
 mod fixtures;
+mod invalid_schema;
+mod invalid_spec;
 mod valid;
