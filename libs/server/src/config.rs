@@ -3,6 +3,7 @@
 //! Config flows one way, as in kube-apiserver: flags become [`Options`], [`run`] validates and
 //! completes them (certificates, database), builds the server, serves until a signal.
 
+use crate::tier::{Chain, CoreTier, Tier, TierBuilder, TierContext};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -398,7 +399,10 @@ fn health_registry(
 /// Start-up order: certificates, then the listener (health answers from here on, and the
 /// "Serving securely on" line is printed), then storage, watch caches and the handler chain,
 /// then the post-start hooks, which gate `/readyz`.
-pub async fn run(opts: Options) -> Result<(), StartError> {
+///
+/// `delegates` are the tiers after the core one, in delegation order (kube's
+/// `CreateServerChain`: the extensions tier in the all-in-one binary).
+pub async fn run(opts: Options, mut delegates: Vec<Box<dyn TierBuilder>>) -> Result<(), StartError> {
     // Before anything else: a SIGTERM that comes during start-up ends kapi through the same
     // clean path (exit 0), not by the signal's default action.
     let signals = TerminationSignals::install();
@@ -430,6 +434,9 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     let informers = Arc::new(Informers::new(if rbac_enabled { &[WATCH_CACHES, RBAC_INDEX] } else { &[WATCH_CACHES] }));
     let mut hooks = PostStartHooks::new();
     let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease);
+    for delegate in &mut delegates {
+        delegate.register_hooks(&mut hooks);
+    }
     let health = Arc::new(health_registry(&opts, &lifecycle, &store_slot, &informers, &hooks));
     let chain = Arc::new(ChainSlot::new());
     let serving = tokio::spawn(serve::serve(
@@ -470,7 +477,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
     let signal = wait_for_signal(signals);
     tokio::pin!(signal);
     let built = tokio::select! {
-        built = build_server(&opts, credentials, &store_slot, &informers, &lifecycle, &health, client_addr) => Some(built?),
+        built = build_server(&opts, credentials, &store_slot, &informers, &lifecycle, &health, client_addr, delegates) => Some(built?),
         () = &mut signal => None,
     };
     let caches = if let Some((srv, caches)) = built {
@@ -515,6 +522,7 @@ pub async fn run(opts: Options) -> Result<(), StartError> {
 }
 
 /// Opens storage, loads the watch caches and builds the server behind the handler chain.
+#[allow(clippy::too_many_arguments)]
 async fn build_server(
     opts: &Options,
     credentials: Credentials,
@@ -523,6 +531,7 @@ async fn build_server(
     lifecycle: &Arc<Lifecycle>,
     health: &Arc<health::Registry>,
     client_addr: String,
+    delegates: Vec<Box<dyn TierBuilder>>,
 ) -> Result<(Arc<ApiServer>, Arc<CacheSet>), StartError> {
     // Opened after the listener is up: health checks report it (`etcd`) while it waits, for
     // instance for another process's lock on a shared database.
@@ -555,6 +564,13 @@ async fn build_server(
         .await
         .map_err(|e| StartError::Io { context: "building the OpenAPI documents".into(), source: std::io::Error::other(e.to_string()) })?;
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "OpenAPI documents built");
+
+    let mut tiers: Vec<Arc<dyn Tier>> = vec![Arc::new(CoreTier::new(openapi.clone()))];
+    let context = TierContext { rest: rest.clone(), openapi: openapi.clone(), lifecycle: lifecycle.clone(), informers: informers.clone() };
+    for delegate in delegates {
+        tiers.push(delegate.build(context.clone()).await?);
+    }
+    let chain = Chain::new(tiers);
 
     let api_audiences = if opts.api_audiences.is_empty() { opts.service_account_issuers.clone() } else { opts.api_audiences.clone() };
     let Some(issuer) = opts.service_account_issuers.first().cloned() else {
@@ -593,6 +609,7 @@ async fn build_server(
     }
     let srv = Arc::new(ApiServer {
         rest,
+        chain,
         metrics: Metrics::new(),
         authenticator,
         authorizer,

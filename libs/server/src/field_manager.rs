@@ -11,6 +11,7 @@ use kapi_registry::rest::Tracker;
 use serde_json::Value;
 
 use crate::query::Query;
+use crate::scope::ResourceScope;
 
 /// kube's limit on a field manager's name.
 const MAX_MANAGER_LENGTH: usize = 128;
@@ -52,19 +53,19 @@ pub fn writer(spec: &ResourceSpec, manager: String, subresource: &str) -> Writer
     Writer { manager, api_version: spec.api_version(), subresource: subresource.to_owned(), reset, now: ktime::now_rfc3339() }
 }
 
-/// The tracker for a create, update or non-apply patch of `spec` (or its `subresource`) by the
-/// request's field manager.
+/// The tracker for a create, update or non-apply patch of the scope's resource (or its
+/// `subresource`) by the request's field manager.
 pub fn for_request(
-    spec: &'static ResourceSpec,
+    scope: &dyn ResourceScope,
     query: &Query,
     user_agent: Option<&str>,
     subresource: &str,
 ) -> Result<Option<Box<Tracker>>, ApiError> {
-    Ok(tracker(spec, writer(spec, manager(query, user_agent)?, subresource)))
+    Ok(scope.tracker(writer(scope.spec(), manager(query, user_agent)?, subresource)))
 }
 
-/// The managedFields tracker for writes of `spec` by `writer`; None for kinds without a typed
-/// schema (their managedFields are left as the client sent them).
+/// The managedFields tracker for writes of the built-in kind `spec` by `writer` (the server's
+/// own writers use it too); None for kinds without a typed schema.
 pub fn tracker(spec: &'static ResourceSpec, writer: Writer) -> Option<Box<Tracker>> {
     let stored = conversion::storage_spec(spec);
     let schema = apply_schema(stored.group, stored.version, stored.kind)?;

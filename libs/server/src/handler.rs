@@ -83,11 +83,11 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         }
     };
     match path {
-        "/api" => discovery_doc(Some(discovery::api_versions(&srv.options.external_address)), Some(discovery::aggregated(true))),
-        "/apis" => discovery_doc(Some(discovery::api_group_list()), Some(discovery::aggregated(false))),
-        _ if info.is_resource_request => discovery_doc(discovery::api_resource_list(&info.api_group, &info.api_version), None),
+        "/api" => discovery_doc(Some(discovery::api_versions(&srv.options.external_address)), Some(discovery::aggregated(&srv.chain, true))),
+        "/apis" => discovery_doc(Some(discovery::api_group_list(&srv.chain)), Some(discovery::aggregated(&srv.chain, false))),
+        _ if info.is_resource_request => discovery_doc(discovery::api_resource_list(&srv.chain, &info.api_group, &info.api_version), None),
         _ if path.starts_with("/apis/") && path.matches('/').count() == 2 => {
-            discovery_doc(discovery::api_group_doc(&path["/apis/".len()..]), None)
+            discovery_doc(discovery::api_group_doc(&srv.chain, &path["/apis/".len()..]), None)
         }
         p if p.starts_with("/openapi/") => crate::handlers::openapi::handle(&srv.openapi, p, &query, accept)
             .unwrap_or_else(|| response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8")),

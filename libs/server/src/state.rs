@@ -77,6 +77,8 @@ impl std::str::FromStr for AuthorizationMode {
 pub struct ApiServer {
     /// The generic REST store over storage and watch caches.
     pub rest: RestStore,
+    /// The tiers that serve resources: core, then extensions, then 404.
+    pub chain: crate::tier::Chain,
     /// Metrics registry.
     pub metrics: Metrics,
     /// Who is calling.

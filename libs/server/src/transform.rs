@@ -1,8 +1,6 @@
 //! Server-side transformations of resource responses: `Table` for kubectl's printing and
 //! `PartialObjectMetadata` for metadata-only informers.
 
-use kapi_registry::catalog::ResourceSpec;
-use kapi_registry::table;
 use serde_json::{json, Map, Value};
 
 /// Strips an object to `PartialObjectMetadata`.
@@ -47,19 +45,19 @@ impl IncludeObject {
     }
 }
 
-/// A `meta.k8s.io/v1` Table of objects of one resource.
+/// A `meta.k8s.io/v1` Table: `columns` (empty after a watch's first event) and one row of
+/// `cells` per object, with the object as `include` asks.
 pub fn table<'a>(
-    spec: &ResourceSpec,
-    items: impl Iterator<Item = &'a Value>,
+    columns: Vec<Value>,
+    cells: impl Fn(&Value) -> Vec<Value>,
+    items: &mut dyn Iterator<Item = &'a Value>,
     list_meta: Value,
     include: IncludeObject,
-    with_columns: bool,
 ) -> Value {
-    let now = time::OffsetDateTime::now_utc();
     let rows: Vec<Value> = items
         .map(|obj| {
             let mut row = Map::new();
-            row.insert("cells".into(), Value::Array(table::cells(spec.group, spec.kind, obj, now)));
+            row.insert("cells".into(), Value::Array(cells(obj)));
             let object = match include {
                 IncludeObject::None => Value::Null,
                 IncludeObject::Metadata => partial_metadata(obj),
@@ -70,7 +68,7 @@ pub fn table<'a>(
         })
         .collect();
     let mut t = json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta});
-    t["columnDefinitions"] = if with_columns { Value::Array(table::columns(spec.group, spec.kind)) } else { json!([]) };
+    t["columnDefinitions"] = Value::Array(columns);
     t["rows"] = Value::Array(rows);
     t
 }

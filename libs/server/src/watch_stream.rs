@@ -14,8 +14,6 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use kapi_apimachinery::watch::{bookmark_object, json_frame, WatchEventType};
 use kapi_apimachinery::ApiError;
-use kapi_registry::catalog::ResourceSpec;
-use kapi_registry::conversion;
 use kapi_watch::{EventType, MediaSlot, TerminateReason, WatchItem, Watcher};
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -25,6 +23,7 @@ use crate::negotiation::{Encoding, Output, Shape};
 use kapi_protobuf_codec::Codec;
 use crate::response::Body;
 use crate::state::ApiServer;
+use crate::scope::ResourceScope;
 use crate::transform::{self, IncludeObject};
 
 /// What the client asked of its watch.
@@ -44,7 +43,7 @@ pub struct WatchOptions {
 
 struct StreamState {
     watcher: Watcher,
-    spec: &'static ResourceSpec,
+    scope: Arc<dyn ResourceScope>,
     opts: WatchOptions,
     deadline: Instant,
     next_bookmark: Instant,
@@ -91,7 +90,7 @@ impl StreamState {
             Shape::Table => {
                 let with_columns = std::mem::replace(&mut self.first_table, false);
                 let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
-                transform::table(conversion::storage_spec(self.spec), std::iter::once(obj), meta, self.opts.include, with_columns)
+                self.scope.table(&mut std::iter::once(obj), meta, self.opts.include, with_columns)
             }
             Shape::PartialMetadata => transform::partial_metadata(obj),
             Shape::Object | Shape::DiscoveryV2 => return serialize(obj, self.opts.output.encoding),
@@ -100,7 +99,8 @@ impl StreamState {
     }
 
     fn bookmark(&self, rev: u64, initial_events_end: bool) -> Bytes {
-        let obj = bookmark_object(&self.spec.api_version(), self.spec.kind, rev, initial_events_end);
+        let spec = self.scope.spec();
+        let obj = bookmark_object(&spec.api_version(), spec.kind, rev, initial_events_end);
         self.frame(WatchEventType::Bookmark, &serialize(&obj, self.opts.output.encoding))
     }
 
@@ -115,10 +115,10 @@ impl StreamState {
                     WatchItem::Event { kind, event } => {
                         let t = event_type(kind);
                         let encoding = self.opts.output.encoding;
-                        if conversion::needs_conversion(self.spec) && matches!(self.opts.output.shape, Shape::Object) {
+                        if self.scope.converts() && matches!(self.opts.output.shape, Shape::Object) {
                             // Stored in another version: convert per watcher version, so the
                             // shared per-event encodings (storage version) are not used.
-                            let converted = match conversion::from_storage(self.spec, event.object.as_ref().clone()) {
+                            let converted = match self.scope.from_storage(event.object.as_ref().clone()) {
                                 Ok(obj) => obj,
                                 Err(e) => {
                                     tracing::error!("converting a watch event: {}", e.message);
@@ -180,11 +180,11 @@ impl StreamState {
 }
 
 /// Starts streaming a watch response.
-pub fn respond(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, watcher: Watcher, opts: WatchOptions) -> Response<Body> {
+pub fn respond(srv: &Arc<ApiServer>, scope: Arc<dyn ResourceScope>, watcher: Watcher, opts: WatchOptions) -> Response<Body> {
     let now = Instant::now();
     let state = StreamState {
         watcher,
-        spec,
+        scope,
         opts,
         deadline: now + opts.timeout,
         next_bookmark: now + srv.options.bookmark_interval,

@@ -257,7 +257,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(kapi_server::run(opts)) {
+    match runtime.block_on(kapi_server::run(opts, Vec::new())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

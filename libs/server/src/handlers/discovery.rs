@@ -1,15 +1,11 @@
-//! Discovery documents built from the catalog: `/api`, `/api/v1`, `/apis`, `/apis/<g>`,
-//! `/apis/<g>/<v>` and aggregated discovery v2 (what kubectl 1.26+ asks for first).
+//! Discovery documents built from what the tiers of the chain serve now: `/api`, `/api/v1`,
+//! `/apis`, `/apis/<g>`, `/apis/<g>/<v>` and aggregated discovery v2 (what kubectl 1.26+ asks
+//! for first). Custom resource groups appear and go with their CRDs.
 
-use kapi_registry::catalog::{self, ResourceSpec};
+use kapi_registry::catalog::ResourceSpec;
 use serde_json::{json, Map, Value};
 
-fn group_versions(group: &str) -> Vec<&'static str> {
-    if group.is_empty() {
-        return vec!["v1"];
-    }
-    catalog::groups().iter().find(|g| g.name == group).map(|g| g.versions.to_vec()).unwrap_or_default()
-}
+use crate::tier::Chain;
 
 fn gv_string(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -28,26 +24,26 @@ pub fn api_versions(external_address: &str) -> Value {
     })
 }
 
-fn api_group(name: &str, versions: &[&str]) -> Value {
+fn api_group(name: &str, versions: &[String]) -> Value {
     let vs: Vec<Value> =
         versions.iter().map(|v| json!({"groupVersion": gv_string(name, v), "version": v})).collect();
     json!({
         "name": name,
         "versions": vs,
-        "preferredVersion": {"groupVersion": gv_string(name, versions[0]), "version": versions[0]},
+        "preferredVersion": {"groupVersion": gv_string(name, &versions[0]), "version": versions[0]},
     })
 }
 
-/// `GET /apis`: APIGroupList in catalog order.
-pub fn api_group_list() -> Value {
-    let groups: Vec<Value> = catalog::groups().iter().map(|g| api_group(g.name, g.versions)).collect();
+/// `GET /apis`: APIGroupList in kube's order.
+pub fn api_group_list(chain: &Chain) -> Value {
+    let groups: Vec<Value> = chain.groups().iter().filter(|g| !g.name.is_empty()).map(|g| api_group(&g.name, &g.versions)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `GET /apis/<group>`: APIGroup, or `None` for a group not served.
-pub fn api_group_doc(group: &str) -> Option<Value> {
-    let g = catalog::groups().iter().find(|g| g.name == group)?;
-    let mut doc = api_group(g.name, g.versions);
+pub fn api_group_doc(chain: &Chain, group: &str) -> Option<Value> {
+    let g = chain.group(group).filter(|g| !g.name.is_empty())?;
+    let mut doc = api_group(&g.name, &g.versions);
     let m = doc.as_object_mut()?;
     let mut out = Map::new();
     out.insert("kind".into(), "APIGroup".into());
@@ -77,12 +73,12 @@ fn resource_entry(r: &ResourceSpec) -> Value {
 }
 
 /// `GET /api/v1` or `/apis/<g>/<v>`: APIResourceList, or `None` for a version not served.
-pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
-    if !group_versions(group).contains(&version) {
+pub fn api_resource_list(chain: &Chain, group: &str, version: &str) -> Option<Value> {
+    if !chain.group(group).is_some_and(|g| g.versions.iter().any(|v| v == version)) {
         return None;
     }
     let mut resources = Vec::new();
-    for r in catalog::resources_in(group, version) {
+    for r in chain.resources_in(group, version) {
         resources.push(resource_entry(r));
         for s in r.subresources {
             let mut e = Map::new();
@@ -133,11 +129,11 @@ fn discovery_resource(r: &ResourceSpec) -> Value {
     Value::Object(e)
 }
 
-fn discovery_group(name: &str, versions: &[&str]) -> Value {
+fn discovery_group(chain: &Chain, name: &str, versions: &[String]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let resources: Vec<Value> = catalog::resources_in(name, v).map(discovery_resource).collect();
+            let resources: Vec<Value> = chain.resources_in(name, v).into_iter().map(discovery_resource).collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
         .collect();
@@ -150,11 +146,8 @@ fn discovery_group(name: &str, versions: &[&str]) -> Value {
 
 /// Aggregated discovery (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList): the core group at
 /// `/api`, every named group at `/apis`.
-pub fn aggregated(core: bool) -> Value {
-    let items: Vec<Value> = if core {
-        vec![discovery_group("", &["v1"])]
-    } else {
-        catalog::groups().iter().map(|g| discovery_group(g.name, g.versions)).collect()
-    };
+pub fn aggregated(chain: &Chain, core: bool) -> Value {
+    let items: Vec<Value> =
+        chain.groups().iter().filter(|g| g.name.is_empty() == core).map(|g| discovery_group(chain, &g.name, &g.versions)).collect();
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
 }

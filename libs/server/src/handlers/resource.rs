@@ -12,19 +12,18 @@ use kapi_apimachinery::fields::FieldSelector;
 use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::patch::{apply_json_patch, apply_merge_patch};
 use kapi_apimachinery::strategic_merge::apply_strategic_merge_patch;
-use kapi_openapi::{apply_schema, patch_schema, ApplyNode, SchemaNode};
+use kapi_openapi::{patch_schema, ApplyNode, SchemaNode};
 use kapi_apimachinery::resource_version;
 use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
-use kapi_registry::catalog::{self, ResourceSpec, Serving};
-use kapi_registry::conversion;
+use kapi_registry::catalog::{ResourceSpec, Serving};
 use kapi_registry::rest::{Admit, DeleteOptions, ListParams, WriteHooks};
-use kapi_registry::strategy::{CatalogStrategy, Strategy, WriteTarget};
+use kapi_registry::strategy::{Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
 use crate::field_validation::{self, FieldValidation, Source};
+use crate::scope::ResourceScope;
 use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape, PROTOBUF};
-use kapi_protobuf_codec::Codec;
 use crate::field_manager;
 use crate::handlers::{admission, reviews, Caller};
 use crate::query::Query;
@@ -89,29 +88,45 @@ pub async fn handle(
     body: Bytes,
 ) -> Response<Body> {
     let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
-    let spec = find_spec(info);
-    let protobuf = spec.as_ref().is_ok_and(|spec| Codec::global().supports(&spec.api_version(), spec.kind));
+    let scope = find_scope(srv, info).await;
+    let protobuf = scope.as_ref().is_ok_and(|scope| scope.protobuf());
     let output = match negotiate(accept, what, protobuf) {
         Ok(o) => o,
         Err(e) => return response::error(&e, Output::JSON),
     };
-    let result = match spec {
-        Ok(spec) => dispatch(srv, spec, info, query, output, content_type, caller, body).await,
-        Err(e) => Err(e),
+    let result = match &scope {
+        Ok(scope) => dispatch(srv, scope, info, query, output, content_type, caller, body).await,
+        Err(e) => Err(e.clone()),
     };
-    match result {
+    let resp = match result {
         Ok(resp) => resp,
         Err(e) => response::error(&e, output),
+    };
+    match &scope {
+        Ok(scope) => with_warnings(resp, scope.warnings()),
+        Err(_) => resp,
     }
 }
 
-fn find_spec(info: &RequestInfo) -> Result<&'static ResourceSpec, ApiError> {
-    let spec = catalog::find(&info.api_group, &info.api_version, &info.resource).ok_or_else(ApiError::path_not_found)?;
+/// The scope of the requested resource. A resource no tier knows may be one another replica
+/// has just defined: the chain first catches up with the store's current revision, so that a
+/// custom resource is never 404 here once its CRD is Established anywhere.
+async fn find_scope(srv: &ApiServer, info: &RequestInfo) -> Result<Arc<dyn ResourceScope>, ApiError> {
+    let lookup = || srv.chain.scope(&info.api_group, &info.api_version, &info.resource);
+    let scope = match lookup() {
+        Some(scope) => scope,
+        None => {
+            let current = srv.rest.store().current_revision().await.map_err(|e| ApiError::internal(e))?;
+            srv.chain.sync(current).await;
+            lookup().ok_or_else(ApiError::path_not_found)?
+        }
+    };
+    let spec = scope.spec();
     // A namespace in the path of a cluster-scoped resource names no route.
     if !spec.namespaced && !info.namespace.is_empty() && (spec.resource != "namespaces" || info.namespace != info.name) {
         return Err(ApiError::path_not_found());
     }
-    Ok(spec)
+    Ok(scope)
 }
 
 fn dry_run(query: &Query) -> Result<bool, ApiError> {
@@ -134,8 +149,7 @@ fn raw_json<'a>(content_type: Option<&str>, body: &'a [u8]) -> Option<&'a [u8]> 
 
 /// Decodes a create/update body and applies `fieldValidation`, collecting the warnings to send.
 fn decode_checked(
-    srv: &ApiServer,
-    spec: &ResourceSpec,
+    scope: &dyn ResourceScope,
     query: &Query,
     content_type: Option<&str>,
     body: &[u8],
@@ -143,7 +157,7 @@ fn decode_checked(
 ) -> Result<Value, ApiError> {
     let mode = FieldValidation::from_query(query)?;
     let mut obj = decode_body(content_type, body)?;
-    warnings.extend(field_validation::check(&srv.openapi, mode, spec, &mut obj, Source::Body(raw_json(content_type, body)))?);
+    warnings.extend(scope.check_fields(mode, &mut obj, Source::Body(raw_json(content_type, body)))?);
     Ok(obj)
 }
 
@@ -160,7 +174,7 @@ fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body
 #[allow(clippy::too_many_arguments)]
 async fn dispatch(
     srv: &Arc<ApiServer>,
-    spec: &'static ResourceSpec,
+    shared: &Arc<dyn ResourceScope>,
     info: &RequestInfo,
     query: &Query,
     output: Output,
@@ -168,16 +182,18 @@ async fn dispatch(
     caller: &Caller<'_>,
     body: Bytes,
 ) -> HandlerResult {
-    // Objects of a few resources live in another version's storage: the strategy (defaults,
-    // validation, storage keys) is the storage version's; bodies and answers are converted.
-    let strategy = CatalogStrategy(conversion::storage_spec(spec));
+    // Objects may live in another version's storage: the strategy (defaults, validation,
+    // storage keys) is the storage version's; bodies and answers are converted.
+    let scope = shared.as_ref();
+    let spec = scope.spec();
+    let strategy = scope.strategy();
     let gr = GroupResource::new(spec.group, spec.resource);
     let ns = (!info.namespace.is_empty() && spec.namespaced).then_some(info.namespace.as_str());
     if spec.namespaced && ns.is_none() && !matches!(info.verb.as_str(), "list" | "watch") {
         return Err(ApiError::path_not_found());
     }
     if !info.subresource.is_empty() {
-        return subresource(srv, spec, &strategy, info, ns, query, output, content_type, caller, body).await;
+        return subresource(srv, scope, info, ns, query, output, content_type, caller, body).await;
     }
     if !spec.supports(&info.verb) {
         return Err(ApiError::method_not_supported(&gr, &info.verb));
@@ -189,39 +205,39 @@ async fn dispatch(
     let admit = admission::for_request(srv, spec, caller.user);
     match info.verb.as_str() {
         "get" => {
-            let obj = srv.rest.get(&strategy, ns, name).await?;
-            Ok(single(spec, &obj, output, query, StatusCode::OK)?)
+            let obj = srv.rest.get(strategy, ns, name).await?;
+            Ok(single(scope, &obj, output, query, StatusCode::OK)?)
         }
-        "list" => list(srv, spec, &strategy, ns, query, output).await,
-        "watch" => watch(srv, spec, &strategy, ns, info, query, output).await,
+        "list" => list(srv, scope, ns, query, output).await,
+        "watch" => watch(srv, shared, ns, info, query, output).await,
         "create" => {
             let mut warnings = Vec::new();
-            let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::for_request(spec, query, caller.user_agent, "")?;
+            let obj = scope.to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
             let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
-            let created = srv.rest.create(&strategy, ns, obj, dry_run(query)?, hooks).await?;
-            Ok(with_warnings(single(spec, &created, output, query, StatusCode::CREATED)?, &warnings))
+            let created = srv.rest.create(strategy, ns, obj, dry_run(query)?, hooks).await?;
+            Ok(with_warnings(single(scope, &created, output, query, StatusCode::CREATED)?, &warnings))
         }
         "update" => {
             let mut warnings = Vec::new();
-            let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::for_request(spec, query, caller.user_agent, "")?;
+            let obj = scope.to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
             let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
-            let updated = srv.rest.update(&strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, hooks).await?;
-            Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
+            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, hooks).await?;
+            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         "patch" => {
             let req =
                 PatchRequest { content_type, body: &body, query, user_agent: caller.user_agent, target: WriteTarget::Main, admit: admit.as_deref() };
-            let (patched, warnings, status) = patch(srv, spec, &strategy, ns, name, &req).await?;
-            Ok(with_warnings(single(spec, &patched, output, query, status)?, &warnings))
+            let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
+            Ok(with_warnings(single(scope, &patched, output, query, status)?, &warnings))
         }
         "delete" => {
             let opts = delete_options(query, content_type, &body)?;
-            let outcome = srv.rest.delete(&strategy, ns, name, &opts).await?;
+            let outcome = srv.rest.delete(strategy, ns, name, &opts).await?;
             let returns_object = !outcome.deleted || (spec.group.is_empty() && matches!(spec.resource, "pods" | "namespaces"));
             if returns_object {
-                Ok(single(spec, &outcome.object, output, query, StatusCode::OK)?)
+                Ok(single(scope, &outcome.object, output, query, StatusCode::OK)?)
             } else {
                 let uid = outcome.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
                 Ok(response::object(StatusCode::OK, &success_status(Some((&gr, name, uid))), output.plain()))
@@ -230,8 +246,8 @@ async fn dispatch(
         "deletecollection" => {
             let params = list_params(spec, query)?;
             let opts = delete_options(query, content_type, &body)?;
-            let (deleted, rev) = srv.rest.delete_collection(&strategy, ns, &params, &opts).await?;
-            let deleted = deleted.into_iter().map(|o| conversion::from_storage(spec, o)).collect::<Result<Vec<_>, _>>()?;
+            let (deleted, rev) = srv.rest.delete_collection(strategy, ns, &params, &opts).await?;
+            let deleted = deleted.into_iter().map(|o| scope.from_storage(o)).collect::<Result<Vec<_>, _>>()?;
             let list = list_object(spec, deleted.iter(), list_meta(rev, None, None));
             Ok(response::object(StatusCode::OK, &list, output.plain()))
         }
@@ -241,15 +257,15 @@ async fn dispatch(
 
 /// Answers with one stored object, in the request's version and shape. Tables are computed from
 /// the stored version, as kube prints from its internal version.
-fn single(spec: &'static ResourceSpec, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
+fn single(scope: &dyn ResourceScope, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
     let value = match output.shape {
         Shape::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
-            transform::table(conversion::storage_spec(spec), std::iter::once(obj), meta, include, true)
+            scope.table(&mut std::iter::once(obj), meta, include, true)
         }
         Shape::PartialMetadata => transform::partial_metadata(obj),
-        Shape::Object | Shape::DiscoveryV2 => conversion::from_storage(spec, obj.clone())?,
+        Shape::Object | Shape::DiscoveryV2 => scope.from_storage(obj.clone())?,
     };
     Ok(response::object(code, &value, output))
 }
@@ -359,26 +375,20 @@ pub fn list_params(spec: &ResourceSpec, query: &Query) -> Result<ListParams, Api
     })
 }
 
-async fn list(
-    srv: &Arc<ApiServer>,
-    spec: &'static ResourceSpec,
-    strategy: &CatalogStrategy,
-    ns: Option<&str>,
-    query: &Query,
-    output: Output,
-) -> HandlerResult {
-    let params = list_params(strategy.spec(), query)?;
+async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>, query: &Query, output: Output) -> HandlerResult {
+    let spec = scope.spec();
+    let strategy = scope.strategy();
+    let params = list_params(spec, query)?;
     let page = srv.rest.list(strategy, ns, &params).await?;
     let meta = list_meta(page.resource_version, page.continue_token, page.remaining);
     let value = match output.shape {
         Shape::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            transform::table(strategy.spec(), page.items.iter().map(|a| a.as_ref()), meta, include, true)
+            scope.table(&mut page.items.iter().map(|a| a.as_ref()), meta, include, true)
         }
         Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
-        Shape::Object | Shape::DiscoveryV2 if conversion::needs_conversion(spec) => {
-            let items =
-                page.items.iter().map(|o| conversion::from_storage(spec, o.as_ref().clone())).collect::<Result<Vec<_>, _>>()?;
+        Shape::Object | Shape::DiscoveryV2 if scope.converts() => {
+            let items = page.items.iter().map(|o| scope.from_storage(o.as_ref().clone())).collect::<Result<Vec<_>, _>>()?;
             list_object(spec, items.iter(), meta)
         }
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
@@ -405,14 +415,13 @@ async fn list(
 
 async fn watch(
     srv: &Arc<ApiServer>,
-    spec: &'static ResourceSpec,
-    strategy: &CatalogStrategy,
+    scope: &Arc<dyn ResourceScope>,
     ns: Option<&str>,
     info: &RequestInfo,
     query: &Query,
     output: Output,
 ) -> HandlerResult {
-    let mut params = list_params(strategy.spec(), query)?;
+    let mut params = list_params(scope.spec(), query)?;
     // `GET .../pods/<name>?watch=1` and `/watch/.../pods/<name>` watch one object.
     if !info.name.is_empty() {
         let by_name = FieldSelector::parse(&format!("metadata.name={}", info.name))?;
@@ -427,10 +436,10 @@ async fn watch(
         None => srv.options.min_request_timeout.mul_f64(1.0 + rand::random::<f64>()),
     };
     let allow_bookmarks = query.bool("allowWatchBookmarks")?.unwrap_or(false);
-    let watcher = srv.rest.watch(strategy, ns, &params).await?;
+    let watcher = srv.rest.watch(scope.strategy(), ns, &params).await?;
     Ok(watch_stream::respond(
         srv,
-        spec,
+        scope.clone(),
         watcher,
         watch_stream::WatchOptions {
             output,
@@ -565,19 +574,15 @@ struct PatchRequest<'a> {
 /// when an apply created the object).
 async fn patch(
     srv: &Arc<ApiServer>,
-    spec: &'static ResourceSpec,
-    strategy: &CatalogStrategy,
+    scope: &dyn ResourceScope,
     ns: Option<&str>,
     name: &str,
     req: &PatchRequest<'_>,
 ) -> Result<(Value, Vec<String>, StatusCode), ApiError> {
     let query = req.query;
+    let (spec, strategy) = (scope.spec(), scope.strategy());
     // Reject an unsupported patch type before reading anything.
-    let kind = patch_kind(
-        req.content_type,
-        patch_schema(spec.group, spec.version, spec.kind),
-        apply_schema(spec.group, spec.version, spec.kind),
-    )?;
+    let kind = patch_kind(req.content_type, scope.patch_schema(), scope.apply_schema())?;
     let mode = FieldValidation::from_query(query)?;
     let dry = dry_run(query)?;
     let subresource = if req.target == WriteTarget::Status { "status" } else { "" };
@@ -588,24 +593,24 @@ async fn patch(
             return Err(invalid_patch_options(kapi_apimachinery::Cause::required("fieldManager", "is required for apply patch")));
         }
         let writer = field_manager::writer(spec, manager, subresource);
-        return server_side_apply(srv, spec, strategy, ns, name, req, &schema, &writer, force, dry, mode).await;
+        return server_side_apply(srv, scope, ns, name, req, &schema, &writer, force, dry, mode).await;
     }
-    let track = field_manager::tracker(spec, field_manager::writer(spec, manager, subresource));
+    let track = scope.tracker(field_manager::writer(spec, manager, subresource));
     let mut warnings = Vec::new();
     let body = req.body;
     let patched = srv
         .rest
         .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: track.as_deref(), admit: req.admit }, |stored| {
             // Patches apply to the object in the version the client speaks.
-            let current = conversion::from_storage(spec, stored.clone())?;
+            let current = scope.from_storage(stored.clone())?;
             let mut patched = apply_patch(kind, body, &current)?;
             // Only the last attempt's warnings describe the stored result.
             let raw = match kind {
                 PatchKind::Merge | PatchKind::Strategic(_) => Some(body),
                 PatchKind::Json | PatchKind::Apply(_) => None,
             };
-            warnings = field_validation::check(&srv.openapi, mode, spec, &mut patched, Source::Patched(raw))?;
-            conversion::to_storage(spec, patched)
+            warnings = scope.check_fields(mode, &mut patched, Source::Patched(raw))?;
+            scope.to_storage(patched)
         })
         .await?;
     Ok((patched, warnings, StatusCode::OK))
@@ -638,8 +643,7 @@ fn invalid_patch_options(cause: kapi_apimachinery::Cause) -> ApiError {
 #[allow(clippy::too_many_arguments)]
 async fn server_side_apply(
     srv: &Arc<ApiServer>,
-    spec: &'static ResourceSpec,
-    strategy: &CatalogStrategy,
+    scope: &dyn ResourceScope,
     ns: Option<&str>,
     name: &str,
     req: &PatchRequest<'_>,
@@ -649,6 +653,7 @@ async fn server_side_apply(
     dry: bool,
     mode: FieldValidation,
 ) -> Result<(Value, Vec<String>, StatusCode), ApiError> {
+    let (spec, strategy) = (scope.spec(), scope.strategy());
     let mut config = decode_body(Some("application/yaml"), req.body)?;
     let expected_version = spec.api_version();
     let got_version = config.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
@@ -680,20 +685,20 @@ async fn server_side_apply(
             }
         }
     }
-    let warnings = field_validation::check(&srv.openapi, mode, spec, &mut config, Source::Patched(None))?;
+    let warnings = scope.check_fields(mode, &mut config, Source::Patched(None))?;
     let result = srv
         .rest
         .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: None, admit: req.admit }, |stored| {
-            let current = conversion::from_storage(spec, stored.clone())?;
+            let current = scope.from_storage(stored.clone())?;
             let applied = kapi_fieldmanager::apply(Some(&current), &config, schema, writer, force)?;
-            conversion::to_storage(spec, applied)
+            scope.to_storage(applied)
         })
         .await;
     match result {
         Ok(obj) => Ok((obj, warnings, StatusCode::OK)),
         Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
             let applied = kapi_fieldmanager::apply(None, &config, schema, writer, force)?;
-            let obj = conversion::to_storage(spec, applied)?;
+            let obj = scope.to_storage(applied)?;
             let created = srv.rest.create(strategy, ns, obj, dry, WriteHooks { track: None, admit: req.admit }).await?;
             Ok((created, warnings, StatusCode::CREATED))
         }
@@ -701,74 +706,10 @@ async fn server_side_apply(
     }
 }
 
-fn scale_selector(obj: &Value, kind: &str) -> String {
-    let sel = obj.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
-    if kind == "ReplicationController" {
-        return sel
-            .as_object()
-            .map(|m| {
-                let mut pairs: Vec<String> =
-                    m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
-                pairs.sort();
-                pairs.join(",")
-            })
-            .unwrap_or_default();
-    }
-    LabelSelector::from_json(&sel).map(|s| s.to_string()).unwrap_or_default()
-}
-
-/// The `autoscaling/v1` Scale of a scalable object.
-fn scale_of(obj: &Value, kind: &str) -> Value {
-    let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let mut scale_meta = Map::new();
-    for field in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
-        if let Some(v) = meta.get(field) {
-            scale_meta.insert(field.into(), v.clone());
-        }
-    }
-    json!({
-        "kind": "Scale",
-        "apiVersion": "autoscaling/v1",
-        "metadata": scale_meta,
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(Value::from(0))},
-        "status": {
-            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(Value::from(0)),
-            "selector": scale_selector(obj, kind),
-        },
-    })
-}
-
-/// Writes a Scale's `spec.replicas` into its parent, with the Scale's resourceVersion (if any)
-/// as precondition.
-fn apply_scale(parent: &Value, scale: &Value) -> Result<Value, ApiError> {
-    let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(Value::from(0));
-    if !replicas.as_i64().is_some_and(|r| r >= 0 && r <= i64::from(i32::MAX)) {
-        let name = parent.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        return Err(ApiError::invalid(
-            "autoscaling",
-            "Scale",
-            name,
-            vec![kapi_apimachinery::Cause::invalid("spec.replicas", &replicas, "must be greater than or equal to 0")],
-        ));
-    }
-    let mut new = parent.clone();
-    new["spec"]["replicas"] = replicas;
-    match scale.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-        Some(rv) => new["metadata"]["resourceVersion"] = Value::String(rv.to_owned()),
-        None => {
-            if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("resourceVersion");
-            }
-        }
-    }
-    Ok(new)
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn subresource(
     srv: &Arc<ApiServer>,
-    spec: &'static ResourceSpec,
-    strategy: &CatalogStrategy,
+    scope: &dyn ResourceScope,
     info: &RequestInfo,
     ns: Option<&str>,
     query: &Query,
@@ -777,6 +718,7 @@ async fn subresource(
     caller: &Caller<'_>,
     body: Bytes,
 ) -> HandlerResult {
+    let (spec, strategy) = (scope.spec(), scope.strategy());
     let sub = info.subresource.as_str();
     let gr = GroupResource::new(spec.group, format!("{}/{}", spec.resource, sub));
     let Some(sub_spec) = spec.subresources.iter().find(|s| s.name == sub) else {
@@ -790,54 +732,53 @@ async fn subresource(
     match (sub, info.verb.as_str()) {
         ("status", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
-            single(spec, &obj, output, query, StatusCode::OK)
+            single(scope, &obj, output, query, StatusCode::OK)
         }
         ("status", "update") => {
             let mut warnings = Vec::new();
-            let obj = conversion::to_storage(spec, decode_checked(srv, spec, query, content_type, &body, &mut warnings)?)?;
-            let track = field_manager::for_request(spec, query, caller.user_agent, "status")?;
+            let obj = scope.to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let track = field_manager::for_request(scope, query, caller.user_agent, "status")?;
             let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, WriteHooks::tracking(track.as_deref())).await?;
-            Ok(with_warnings(single(spec, &updated, output, query, StatusCode::OK)?, &warnings))
+            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK)?, &warnings))
         }
         ("status", "patch") => {
             let req = PatchRequest { content_type, body: &body, query, user_agent: caller.user_agent, target: WriteTarget::Status, admit: None };
-            let (patched, warnings, status) = patch(srv, spec, strategy, ns, name, &req).await?;
-            Ok(with_warnings(single(spec, &patched, output, query, status)?, &warnings))
+            let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
+            Ok(with_warnings(single(scope, &patched, output, query, status)?, &warnings))
         }
         ("scale", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
-            Ok(response::object(StatusCode::OK, &scale_of(&obj, spec.kind), output.plain()))
+            Ok(response::object(StatusCode::OK, &scope.scale_of(&obj), output.plain()))
         }
         ("scale", "update") => {
             let scale = decode_body(content_type, &body)?;
             if scale.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
                 return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
             }
-            let scale_track = field_manager::for_request(spec, query, caller.user_agent, "scale")?;
+            let scale_track = field_manager::for_request(scope, query, caller.user_agent, "scale")?;
             let updated = srv
                 .rest
                 .update_with(strategy, ns, name, WriteTarget::Main, dry, WriteHooks::tracking(scale_track.as_deref()), |parent| {
-                    apply_scale(parent, &scale)
+                    scope.apply_scale(parent, &scale)
                 })
                 .await?;
-            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
+            Ok(response::object(StatusCode::OK, &scope.scale_of(&updated), output.plain()))
         }
         ("scale", "patch") => {
             let patch = patch_kind(content_type, patch_schema("autoscaling", "v1", "Scale"), None)?;
             let (PatchKind::Json | PatchKind::Merge | PatchKind::Strategic(_)) = patch else {
                 return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES));
             };
-            let kind = spec.kind;
-            let scale_track = field_manager::for_request(spec, query, caller.user_agent, "scale")?;
+            let scale_track = field_manager::for_request(scope, query, caller.user_agent, "scale")?;
             let updated = srv
                 .rest
                 .update_with(strategy, ns, name, WriteTarget::Main, dry, WriteHooks::tracking(scale_track.as_deref()), |parent| {
-                    let scale = scale_of(parent, kind);
+                    let scale = scope.scale_of(parent);
                     let patched = apply_patch(patch, &body, &scale)?;
-                    apply_scale(parent, &patched)
+                    scope.apply_scale(parent, &patched)
                 })
                 .await?;
-            Ok(response::object(StatusCode::OK, &scale_of(&updated, spec.kind), output.plain()))
+            Ok(response::object(StatusCode::OK, &scope.scale_of(&updated), output.plain()))
         }
         ("token", "create") if spec.group.is_empty() && spec.resource == "serviceaccounts" => {
             let request = decode_body(content_type, &body)?;
@@ -856,7 +797,7 @@ async fn subresource(
 /// `pods/<name>/binding`: sets `spec.nodeName` once, as the scheduler does through kube-apiserver.
 async fn bind_pod(
     srv: &Arc<ApiServer>,
-    strategy: &CatalogStrategy,
+    strategy: &dyn Strategy,
     ns: Option<&str>,
     name: &str,
     binding: &Value,
@@ -917,7 +858,7 @@ mod tests {
 
     #[test]
     fn borrowed_list_encoding_equals_the_built_list() {
-        let spec = catalog::find("", "v1", "configmaps").expect("configmaps");
+        let spec = kapi_registry::catalog::find("", "v1", "configmaps").expect("configmaps");
         let items: Vec<Arc<Value>> = (0..3)
             .map(|i| {
                 Arc::new(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": format!("c{i}"), "resourceVersion": "7"}, "data": {"k": "v"}}))

@@ -1,0 +1,141 @@
+//! kube's `handlers.RequestScope`: everything the verb handlers need to know about one served
+//! resource, whichever tier serves it. A built-in kind fills it from the catalog and
+//! k8s-openapi's schemas ([`BuiltinScope`]); a custom resource fills it from its CRD (the
+//! extensions tier). The handlers never ask which.
+
+use std::sync::Arc;
+
+use kapi_apimachinery::ApiError;
+use kapi_fieldmanager::Writer;
+use kapi_openapi::{apply_schema, patch_schema, ApplyNode, OpenApi, SchemaNode};
+use kapi_protobuf_codec::Codec;
+use kapi_registry::catalog::ResourceSpec;
+use kapi_registry::conversion;
+use kapi_registry::rest::Tracker;
+use kapi_registry::strategy::{CatalogStrategy, Strategy};
+use kapi_registry::table;
+use serde_json::Value;
+
+use crate::field_validation::{self, FieldValidation, Source};
+use crate::transform::{self, IncludeObject};
+
+/// How requests of one resource in one served version are decoded, checked, converted,
+/// stored and printed.
+pub trait ResourceScope: Send + Sync {
+    /// The resource as served (the request's version): routing, discovery, answers' kind.
+    fn spec(&self) -> &'static ResourceSpec;
+
+    /// The storage version's strategy: defaults, validation, status rules, storage keys.
+    fn strategy(&self) -> &dyn Strategy;
+
+    /// Whether objects are stored in another version than [`ResourceScope::spec`]'s, so
+    /// answers and watch events are converted one by one.
+    fn converts(&self) -> bool;
+
+    /// A request object, in the storage version.
+    fn to_storage(&self, obj: Value) -> Result<Value, ApiError>;
+
+    /// A stored object, in the served version.
+    fn from_storage(&self, obj: Value) -> Result<Value, ApiError>;
+
+    /// `fieldValidation` on a decoded body or patched object: drops unknown fields, returns
+    /// the warnings to send, or the error the request fails with.
+    fn check_fields(&self, mode: FieldValidation, obj: &mut Value, source: Source<'_>) -> Result<Vec<String>, ApiError>;
+
+    /// The schema strategic merge patch follows; None answers 415 as kube does for kinds
+    /// without Go types (custom resources).
+    fn patch_schema(&self) -> Option<SchemaNode>;
+
+    /// The schema server-side apply follows; None answers 415.
+    fn apply_schema(&self) -> Option<ApplyNode>;
+
+    /// The managedFields tracker of writes by `writer`; None leaves managedFields as sent.
+    fn tracker(&self, writer: Writer) -> Option<Box<Tracker>>;
+
+    /// A `meta.k8s.io/v1` Table of stored objects (columns only when `with_columns`).
+    fn table(&self, items: &mut dyn Iterator<Item = &Value>, list_meta: Value, include: IncludeObject, with_columns: bool) -> Value;
+
+    /// Whether answers may be protobuf (kube answers custom resources in JSON only).
+    fn protobuf(&self) -> bool;
+
+    /// The `autoscaling/v1` Scale of a stored object (the `scale` subresource).
+    fn scale_of(&self, obj: &Value) -> Value {
+        crate::scale::scale_of(obj, self.spec().kind)
+    }
+
+    /// The stored object with a Scale's replicas written into it.
+    fn apply_scale(&self, parent: &Value, scale: &Value) -> Result<Value, ApiError> {
+        crate::scale::apply_scale(parent, scale)
+    }
+
+    /// `Warning` headers every request of this resource gets (a deprecated version's).
+    fn warnings(&self) -> &[String] {
+        &[]
+    }
+}
+
+/// The scope of a built-in kind: the catalog entry, the per-kind strategy tables and the
+/// schemas of `/openapi/v2`.
+pub struct BuiltinScope {
+    spec: &'static ResourceSpec,
+    strategy: CatalogStrategy,
+    openapi: Arc<OpenApi>,
+}
+
+impl BuiltinScope {
+    /// The scope of `spec`; objects of a few resources live in another version's storage
+    /// (`conversion::storage_spec`).
+    pub fn new(spec: &'static ResourceSpec, openapi: Arc<OpenApi>) -> Self {
+        Self { spec, strategy: CatalogStrategy(conversion::storage_spec(spec)), openapi }
+    }
+}
+
+impl ResourceScope for BuiltinScope {
+    fn spec(&self) -> &'static ResourceSpec {
+        self.spec
+    }
+
+    fn strategy(&self) -> &dyn Strategy {
+        &self.strategy
+    }
+
+    fn converts(&self) -> bool {
+        conversion::needs_conversion(self.spec)
+    }
+
+    fn to_storage(&self, obj: Value) -> Result<Value, ApiError> {
+        conversion::to_storage(self.spec, obj)
+    }
+
+    fn from_storage(&self, obj: Value) -> Result<Value, ApiError> {
+        conversion::from_storage(self.spec, obj)
+    }
+
+    fn check_fields(&self, mode: FieldValidation, obj: &mut Value, source: Source<'_>) -> Result<Vec<String>, ApiError> {
+        field_validation::check(&self.openapi, mode, self.spec, obj, source)
+    }
+
+    fn patch_schema(&self) -> Option<SchemaNode> {
+        patch_schema(self.spec.group, self.spec.version, self.spec.kind)
+    }
+
+    fn apply_schema(&self) -> Option<ApplyNode> {
+        apply_schema(self.spec.group, self.spec.version, self.spec.kind)
+    }
+
+    fn tracker(&self, writer: Writer) -> Option<Box<Tracker>> {
+        crate::field_manager::tracker(self.spec, writer)
+    }
+
+    fn table(&self, items: &mut dyn Iterator<Item = &Value>, list_meta: Value, include: IncludeObject, with_columns: bool) -> Value {
+        // Printed from the stored version, as kube prints from its internal version.
+        let stored = self.strategy.0;
+        let now = time::OffsetDateTime::now_utc();
+        let columns = if with_columns { table::columns(stored.group, stored.kind) } else { Vec::new() };
+        transform::table(columns, |obj| table::cells(stored.group, stored.kind, obj, now), items, list_meta, include)
+    }
+
+    fn protobuf(&self) -> bool {
+        Codec::global().supports(&self.spec.api_version(), self.spec.kind)
+    }
+}
