@@ -67,8 +67,7 @@ fn type_validate(
     let is_int_float = sch_type == "integer" && types.contains(&"number");
     let string_or_slice = matches!(data, Value::String(_) | Value::Array(_));
     if let Some(f) = format {
-        if !string_or_slice
-            && !(types.contains(&sch_type) || go_format == f || is_float_int || is_int_float)
+        if !(string_or_slice || types.contains(&sch_type) || go_format == f || is_float_int || is_int_float)
         {
             return OaResult::error(OaErr::invalid_type(path, f, go_format));
         }
