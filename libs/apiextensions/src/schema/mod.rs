@@ -14,6 +14,7 @@
 
 mod default;
 mod formats;
+mod formats_net;
 mod gofmt;
 mod list_type;
 mod node;
@@ -23,6 +24,7 @@ mod prune;
 mod ratchet;
 mod regex_go;
 mod validate;
+mod validate_number;
 
 #[cfg(test)]
 mod tests_default;
