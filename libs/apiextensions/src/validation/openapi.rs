@@ -6,16 +6,14 @@
 use kapi_apimachinery::Cause;
 use serde_json::Value;
 
-use super::fieldpath::valid_field_path;
-use super::schema_walk::{items, items_schema, non_empty_map, or_bool, properties, property, Items};
+use super::schema_walk::{items, non_empty_map, or_bool, properties, Items};
 use super::{
-    defaults, forbidden, get_arr, get_bool, get_some, get_str, invalid, invalid_str, not_supported, required,
-    structural, Opts, Path,
+    defaults, forbidden, get_arr, get_bool, get_some, get_str, invalid, invalid_str, not_supported, structural, Opts,
+    Path,
 };
+use super::{extensions, rules};
 
 const OPENAPI_TYPES: &[&str] = &["array", "boolean", "integer", "number", "object", "string"];
-const VALIDATION_REASONS: &[&str] =
-    &["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
 
 /// kube's `JSONSchemaProps` fields in declaration order: (JSON key, Go name, allowed at the
 /// root when the status subresource is enabled).
@@ -322,252 +320,12 @@ fn validate_openapi_schema(
             validate_openapi_schema(x, &path.child("dependencies").key(k), ssv, false, opts, errs, cel);
         }
     }
-    errs.extend(extension_rules(s, path, list_type, opts));
+    errs.extend(extensions::extension_rules(s, path, list_type, opts));
     if opts.require_map_list_keys_map_set_validation {
-        errs.extend(map_list_keys_map_set(s, path));
+        errs.extend(extensions::map_list_keys_map_set(s, path));
     }
-    errs.extend(validation_rule_shapes(s, path));
+    errs.extend(rules::validation_rule_shapes(s, path));
     if errs.len() == errs_before && ssv.rules_checked {
-        cel.extend(old_self_rules(s, path, ssv));
+        cel.extend(rules::old_self_rules(s, path, ssv.uncorrelatable.as_ref()));
     }
-}
-
-/// The `x-kubernetes-*` extension rules of one node.
-fn extension_rules(s: &Value, path: &Path, list_type: Option<&str>, opts: &Opts) -> Vec<Cause> {
-    let mut errs = Vec::new();
-    let ty = get_str(s, "type");
-    if get_some(s, "x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(false) {
-        errs.push(invalid(
-            &path.child("x-kubernetes-preserve-unknown-fields"),
-            &Value::Bool(false),
-            "must be true or undefined",
-        ));
-    }
-    let map_type = get_some(s, "x-kubernetes-map-type").map(|v| v.as_str().unwrap_or(""));
-    if let Some(mt) = map_type {
-        let msg = "must be object if x-kubernetes-map-type is specified";
-        if ty.is_empty() {
-            errs.push(required(&path.child("type"), msg));
-        } else if ty != "object" {
-            errs.push(invalid_str(&path.child("type"), ty, msg));
-        }
-        if mt != "atomic" && mt != "granular" {
-            errs.push(not_supported(&path.child("x-kubernetes-map-type"), mt, &["atomic", "granular"]));
-        }
-    }
-    if list_type.is_some() && ty != "array" {
-        let msg = "must be array if x-kubernetes-list-type is specified";
-        if ty.is_empty() {
-            errs.push(required(&path.child("type"), msg));
-        } else {
-            errs.push(invalid_str(&path.child("type"), ty, msg));
-        }
-    } else if opts.require_atomic_set_type && list_type == Some("set") {
-        if let Some(is) = items_schema(s) {
-            let msg = "must be atomic as item of a list with x-kubernetes-list-type=set";
-            let item_list_type = get_some(is, "x-kubernetes-list-type");
-            match get_str(is, "type") {
-                "array" if item_list_type.is_some_and(|t| t.as_str() != Some("atomic")) => {
-                    errs.push(invalid(
-                        &path.child("items").child("x-kubernetes-list-type"),
-                        item_list_type.unwrap_or(&Value::Null),
-                        msg,
-                    ));
-                }
-                "object" if get_some(is, "x-kubernetes-map-type").and_then(Value::as_str) != Some("atomic") => {
-                    // kube shows the items' list type here
-                    errs.push(invalid(
-                        &path.child("items").child("x-kubernetes-map-type"),
-                        item_list_type.unwrap_or(&Value::Null),
-                        msg,
-                    ));
-                }
-                _ => {}
-            }
-        }
-    }
-    if let Some(lt) = list_type {
-        if !matches!(lt, "atomic" | "set" | "map") {
-            errs.push(not_supported(&path.child("x-kubernetes-list-type"), lt, &["atomic", "set", "map"]));
-        }
-    }
-    let keys = get_arr(s, "x-kubernetes-list-map-keys");
-    if !keys.is_empty() {
-        let msg = "must be map if x-kubernetes-list-map-keys is non-empty";
-        match list_type {
-            None => errs.push(required(&path.child("x-kubernetes-list-type"), msg)),
-            Some(lt) if lt != "map" => errs.push(invalid_str(&path.child("x-kubernetes-list-type"), lt, msg)),
-            _ => {}
-        }
-    }
-    if list_type == Some("map") {
-        if keys.is_empty() {
-            errs.push(required(
-                &path.child("x-kubernetes-list-map-keys"),
-                "must not be empty if x-kubernetes-list-type is map",
-            ));
-        }
-        match items(s) {
-            None => errs.push(required(&path.child("items"), "must have a schema if x-kubernetes-list-type is map")),
-            Some(Items::Array(_)) => errs.push(invalid(
-                &path.child("items"),
-                s.get("items").unwrap_or(&Value::Null),
-                "must only have a single schema if x-kubernetes-list-type is map",
-            )),
-            Some(Items::Schema(is)) => {
-                let item_type = get_str(is, "type");
-                if item_type != "object" {
-                    errs.push(invalid_str(
-                        &path.child("items").child("type"),
-                        item_type,
-                        "must be object if parent array's x-kubernetes-list-type is map",
-                    ));
-                } else {
-                    let keys_value = Value::Array(keys.to_vec());
-                    let mut seen: Vec<&str> = Vec::new();
-                    for k in keys.iter().map(|k| k.as_str().unwrap_or("")) {
-                        match property(is, k) {
-                            Some(p) if matches!(get_str(p, "type"), "array" | "object") => errs.push(invalid_str(
-                                &path.child("items").child("properties").key(k).child("type"),
-                                item_type,
-                                "must be a scalar type if parent array's x-kubernetes-list-type is map",
-                            )),
-                            Some(_) => {}
-                            None => errs.push(invalid(
-                                &path.child("x-kubernetes-list-map-keys"),
-                                &keys_value,
-                                "entries must all be names of item properties",
-                            )),
-                        }
-                        if seen.contains(&k) {
-                            errs.push(invalid(
-                                &path.child("x-kubernetes-list-map-keys"),
-                                &keys_value,
-                                "must not contain duplicate entries",
-                            ));
-                        }
-                        seen.push(k);
-                    }
-                }
-            }
-        }
-    }
-    errs
-}
-
-/// kube's `validateMapListKeysMapSet`: set and map items are not nullable; map keys are
-/// required or defaulted, and not nullable.
-pub(crate) fn map_list_keys_map_set(s: &Value, path: &Path) -> Vec<Cause> {
-    let mut errs = Vec::new();
-    let Some(is) = items_schema(s) else {
-        return errs;
-    };
-    let lt = get_some(s, "x-kubernetes-list-type").and_then(Value::as_str).unwrap_or("");
-    if lt != "set" && lt != "map" {
-        return errs;
-    }
-    if get_bool(is, "nullable") {
-        errs.push(forbidden(
-            &path.child("items").child("nullable"),
-            &format!("cannot be nullable when x-kubernetes-list-type is {lt}"),
-        ));
-    }
-    if lt == "map" {
-        let required_keys: Vec<&str> = get_arr(is, "required").iter().filter_map(Value::as_str).collect();
-        for k in get_arr(s, "x-kubernetes-list-map-keys").iter().map(|k| k.as_str().unwrap_or("")) {
-            let Some(p) = property(is, k) else {
-                continue;
-            };
-            let ppath = path.child("items").child("properties").key(k);
-            if !required_keys.contains(&k) && get_some(p, "default").is_none() {
-                errs.push(required(
-                    &ppath.child("default"),
-                    "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
-                ));
-            }
-            if get_bool(p, "nullable") {
-                errs.push(forbidden(
-                    &ppath.child("nullable"),
-                    "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
-                ));
-            }
-        }
-    }
-    errs
-}
-
-fn has_newlines(s: &str) -> bool {
-    s.contains(['\n', '\r'])
-}
-
-/// The checks kube makes on `x-kubernetes-validations` entries before compiling them.
-fn validation_rule_shapes(s: &Value, path: &Path) -> Vec<Cause> {
-    let mut errs = Vec::new();
-    for (i, rule) in get_arr(s, "x-kubernetes-validations").iter().enumerate() {
-        let rpath = path.child("x-kubernetes-validations").index(i);
-        let (r, msg, msg_expr) = (get_str(rule, "rule"), get_str(rule, "message"), get_str(rule, "messageExpression"));
-        let (tr, tm) = (r.trim(), msg.trim());
-        if tr.is_empty() {
-            errs.push(required(&rpath.child("rule"), "rule is not specified"));
-        } else if !msg.is_empty() && tm.is_empty() {
-            errs.push(invalid_str(&rpath.child("message"), msg, "must be non-empty if specified"));
-        } else if has_newlines(tm) {
-            errs.push(invalid_str(&rpath.child("message"), msg, "must not contain line breaks"));
-        } else if has_newlines(tr) && tm.is_empty() {
-            errs.push(required(&rpath.child("message"), "message must be specified if rule contains line breaks"));
-        }
-        if !msg_expr.is_empty() && msg_expr.trim().is_empty() {
-            errs.push(required(&rpath.child("messageExpression"), "messageExpression must be non-empty if specified"));
-        }
-        if let Some(reason) = get_some(rule, "reason") {
-            let reason = reason.as_str().unwrap_or("");
-            if !VALIDATION_REASONS.contains(&reason) {
-                errs.push(not_supported(&rpath.child("reason"), reason, VALIDATION_REASONS));
-            }
-        }
-        let field_path = get_str(rule, "fieldPath");
-        if !field_path.is_empty() && field_path.trim().is_empty() {
-            errs.push(invalid_str(&rpath.child("fieldPath"), field_path, "must be non-empty if specified"));
-        }
-        if has_newlines(field_path) {
-            errs.push(invalid_str(&rpath.child("fieldPath"), field_path, "must not contain line breaks"));
-        }
-        if !field_path.is_empty()
-            && structural::new_structural_error(s).is_none()
-            && valid_field_path(field_path, Some(s), true).is_err()
-        {
-            errs.push(invalid_str(&rpath.child("fieldPath"), field_path, "must be a valid path"));
-        }
-    }
-    errs
-}
-
-/// Whether a CEL rule refers to `oldSelf` (a lexical check standing in for the compiler's).
-fn uses_old_self(rule: &str) -> bool {
-    let b = rule.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    rule.match_indices("oldSelf")
-        .any(|(i, m)| (i == 0 || !ident(b[i - 1])) && b.get(i + m.len()).is_none_or(|c| !ident(*c)))
-}
-
-/// The transition-rule checks kube makes after compiling: `oldSelf` only where old and new
-/// values correlate, `optionalOldSelf` only with `oldSelf`.
-fn old_self_rules(s: &Value, path: &Path, ssv: &Ssv) -> Vec<Cause> {
-    let mut errs = Vec::new();
-    for (i, rule) in get_arr(s, "x-kubernetes-validations").iter().enumerate() {
-        let rpath = path.child("x-kubernetes-validations").index(i);
-        let r = get_str(rule, "rule");
-        if uses_old_self(r) {
-            if let Some(p) = &ssv.uncorrelatable {
-                errs.push(invalid_str(
-                    &rpath.child("rule"),
-                    r,
-                    &format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {p}"),
-                ));
-            }
-        } else if let Some(o) = get_some(rule, "optionalOldSelf") {
-            errs.push(invalid(&rpath.child("optionalOldSelf"), o, "may not be set if oldSelf is not used in rule"));
-        }
-    }
-    errs
 }

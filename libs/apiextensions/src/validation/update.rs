@@ -7,7 +7,7 @@ use kapi_apimachinery::Cause;
 use serde_json::Value;
 
 use super::crd::{validate_spec, Spec};
-use super::openapi::map_list_keys_map_set;
+use super::extensions::map_list_keys_map_set;
 use super::schema_walk::{crd_has_schema_with, items_schema, schema_has, version_schemas};
 use super::{conversion, defaults, get_arr, get_some, get_str, invalid, names, structural, Opts, Path};
 

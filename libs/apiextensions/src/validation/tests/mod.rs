@@ -3,4 +3,5 @@
 mod fixtures;
 mod invalid_schema;
 mod invalid_spec;
+mod update;
 mod valid;
