@@ -744,6 +744,7 @@ impl RestStore {
                     ));
                 }
             }
+            strategy.prepare_for_delete(&mut obj);
             let mut fins = finalizers(&obj);
             match opts.propagation_policy.as_deref() {
                 Some("Foreground") if !fins.iter().any(|f| f == "foregroundDeletion") => fins.push("foregroundDeletion".into()),

@@ -102,6 +102,11 @@ pub trait Strategy: Send + Sync {
         causes
     }
 
+    /// kube's `BeforeDelete` additions: what a delete request changes in the object before the
+    /// store decides whether it can go (finalizers the kind's store adds, conditions). The
+    /// object is kept, marked for deletion, while finalizers remain.
+    fn prepare_for_delete(&self, _obj: &mut Value) {}
+
     /// The attributes field selectors match against.
     fn field_set(&self, obj: &Value) -> BTreeMap<String, String> {
         fields::field_set(self.spec(), obj)

@@ -33,10 +33,10 @@ pub trait ResourceScope: Send + Sync {
     fn converts(&self) -> bool;
 
     /// A request object, in the storage version.
-    fn to_storage(&self, obj: Value) -> Result<Value, ApiError>;
+    fn convert_to_storage(&self, obj: Value) -> Result<Value, ApiError>;
 
     /// A stored object, in the served version.
-    fn from_storage(&self, obj: Value) -> Result<Value, ApiError>;
+    fn convert_from_storage(&self, obj: Value) -> Result<Value, ApiError>;
 
     /// `fieldValidation` on a decoded body or patched object: drops unknown fields, returns
     /// the warnings to send, or the error the request fails with.
@@ -68,6 +68,12 @@ pub trait ResourceScope: Send + Sync {
         crate::scale::apply_scale(parent, scale)
     }
 
+    /// Refuses a verb the resource does not take right now (kube refuses creates of custom
+    /// resources while their CRD terminates).
+    fn check_verb(&self, _verb: &str) -> Result<(), ApiError> {
+        Ok(())
+    }
+
     /// `Warning` headers every request of this resource gets (a deprecated version's).
     fn warnings(&self) -> &[String] {
         &[]
@@ -78,7 +84,8 @@ pub trait ResourceScope: Send + Sync {
 /// schemas of `/openapi/v2`.
 pub struct BuiltinScope {
     spec: &'static ResourceSpec,
-    strategy: CatalogStrategy,
+    stored: &'static ResourceSpec,
+    strategy: Box<dyn Strategy>,
     openapi: Arc<OpenApi>,
 }
 
@@ -86,7 +93,14 @@ impl BuiltinScope {
     /// The scope of `spec`; objects of a few resources live in another version's storage
     /// (`conversion::storage_spec`).
     pub fn new(spec: &'static ResourceSpec, openapi: Arc<OpenApi>) -> Self {
-        Self { spec, strategy: CatalogStrategy(conversion::storage_spec(spec)), openapi }
+        let stored = conversion::storage_spec(spec);
+        Self { spec, stored, strategy: Box::new(CatalogStrategy(stored)), openapi }
+    }
+
+    /// The scope of a built-in kind whose strategy lives with its tier (CustomResourceDefinitions
+    /// in the extensions tier).
+    pub fn with_strategy(spec: &'static ResourceSpec, strategy: Box<dyn Strategy>, openapi: Arc<OpenApi>) -> Self {
+        Self { spec, stored: conversion::storage_spec(spec), strategy, openapi }
     }
 }
 
@@ -96,18 +110,18 @@ impl ResourceScope for BuiltinScope {
     }
 
     fn strategy(&self) -> &dyn Strategy {
-        &self.strategy
+        self.strategy.as_ref()
     }
 
     fn converts(&self) -> bool {
         conversion::needs_conversion(self.spec)
     }
 
-    fn to_storage(&self, obj: Value) -> Result<Value, ApiError> {
+    fn convert_to_storage(&self, obj: Value) -> Result<Value, ApiError> {
         conversion::to_storage(self.spec, obj)
     }
 
-    fn from_storage(&self, obj: Value) -> Result<Value, ApiError> {
+    fn convert_from_storage(&self, obj: Value) -> Result<Value, ApiError> {
         conversion::from_storage(self.spec, obj)
     }
 
@@ -129,7 +143,7 @@ impl ResourceScope for BuiltinScope {
 
     fn table(&self, items: &mut dyn Iterator<Item = &Value>, list_meta: Value, include: IncludeObject, with_columns: bool) -> Value {
         // Printed from the stored version, as kube prints from its internal version.
-        let stored = self.strategy.0;
+        let stored = self.stored;
         let now = time::OffsetDateTime::now_utc();
         let columns = if with_columns { table::columns(stored.group, stored.kind) } else { Vec::new() };
         transform::table(columns, |obj| table::cells(stored.group, stored.kind, obj, now), items, list_meta, include)

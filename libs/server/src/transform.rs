@@ -47,10 +47,10 @@ impl IncludeObject {
 
 /// A `meta.k8s.io/v1` Table: `columns` (empty after a watch's first event) and one row of
 /// `cells` per object, with the object as `include` asks.
-pub fn table<'a>(
+pub fn table(
     columns: Vec<Value>,
     cells: impl Fn(&Value) -> Vec<Value>,
-    items: &mut dyn Iterator<Item = &'a Value>,
+    items: &mut dyn Iterator<Item = &Value>,
     list_meta: Value,
     include: IncludeObject,
 ) -> Value {

@@ -257,7 +257,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(kapi_server::run(opts, Vec::new())) {
+    match runtime.block_on(kapi_server::run(opts, vec![Box::new(kapi_apiextensions_apiserver::ExtensionsTierBuilder::default())])) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

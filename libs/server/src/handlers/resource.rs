@@ -116,7 +116,7 @@ async fn find_scope(srv: &ApiServer, info: &RequestInfo) -> Result<Arc<dyn Resou
     let scope = match lookup() {
         Some(scope) => scope,
         None => {
-            let current = srv.rest.store().current_revision().await.map_err(|e| ApiError::internal(e))?;
+            let current = srv.rest.store().current_revision().await.map_err(ApiError::internal)?;
             srv.chain.sync(current).await;
             lookup().ok_or_else(ApiError::path_not_found)?
         }
@@ -198,6 +198,7 @@ async fn dispatch(
     if !spec.supports(&info.verb) {
         return Err(ApiError::method_not_supported(&gr, &info.verb));
     }
+    scope.check_verb(&info.verb)?;
     if matches!(spec.serving, Serving::Virtual) {
         return reviews::create(srv, spec, info, output, content_type, caller, &body);
     }
@@ -212,7 +213,7 @@ async fn dispatch(
         "watch" => watch(srv, shared, ns, info, query, output).await,
         "create" => {
             let mut warnings = Vec::new();
-            let obj = scope.to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
             let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
             let created = srv.rest.create(strategy, ns, obj, dry_run(query)?, hooks).await?;
@@ -220,7 +221,7 @@ async fn dispatch(
         }
         "update" => {
             let mut warnings = Vec::new();
-            let obj = scope.to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
             let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
             let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, hooks).await?;
@@ -247,7 +248,7 @@ async fn dispatch(
             let params = list_params(spec, query)?;
             let opts = delete_options(query, content_type, &body)?;
             let (deleted, rev) = srv.rest.delete_collection(strategy, ns, &params, &opts).await?;
-            let deleted = deleted.into_iter().map(|o| scope.from_storage(o)).collect::<Result<Vec<_>, _>>()?;
+            let deleted = deleted.into_iter().map(|o| scope.convert_from_storage(o)).collect::<Result<Vec<_>, _>>()?;
             let list = list_object(spec, deleted.iter(), list_meta(rev, None, None));
             Ok(response::object(StatusCode::OK, &list, output.plain()))
         }
@@ -265,7 +266,7 @@ fn single(scope: &dyn ResourceScope, obj: &Value, output: Output, query: &Query,
             scope.table(&mut std::iter::once(obj), meta, include, true)
         }
         Shape::PartialMetadata => transform::partial_metadata(obj),
-        Shape::Object | Shape::DiscoveryV2 => scope.from_storage(obj.clone())?,
+        Shape::Object | Shape::DiscoveryV2 => scope.convert_from_storage(obj.clone())?,
     };
     Ok(response::object(code, &value, output))
 }
@@ -388,7 +389,7 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
         }
         Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
         Shape::Object | Shape::DiscoveryV2 if scope.converts() => {
-            let items = page.items.iter().map(|o| scope.from_storage(o.as_ref().clone())).collect::<Result<Vec<_>, _>>()?;
+            let items = page.items.iter().map(|o| scope.convert_from_storage(o.as_ref().clone())).collect::<Result<Vec<_>, _>>()?;
             list_object(spec, items.iter(), meta)
         }
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
@@ -602,7 +603,7 @@ async fn patch(
         .rest
         .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: track.as_deref(), admit: req.admit }, |stored| {
             // Patches apply to the object in the version the client speaks.
-            let current = scope.from_storage(stored.clone())?;
+            let current = scope.convert_from_storage(stored.clone())?;
             let mut patched = apply_patch(kind, body, &current)?;
             // Only the last attempt's warnings describe the stored result.
             let raw = match kind {
@@ -610,7 +611,7 @@ async fn patch(
                 PatchKind::Json | PatchKind::Apply(_) => None,
             };
             warnings = scope.check_fields(mode, &mut patched, Source::Patched(raw))?;
-            scope.to_storage(patched)
+            scope.convert_to_storage(patched)
         })
         .await?;
     Ok((patched, warnings, StatusCode::OK))
@@ -689,16 +690,16 @@ async fn server_side_apply(
     let result = srv
         .rest
         .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: None, admit: req.admit }, |stored| {
-            let current = scope.from_storage(stored.clone())?;
+            let current = scope.convert_from_storage(stored.clone())?;
             let applied = kapi_fieldmanager::apply(Some(&current), &config, schema, writer, force)?;
-            scope.to_storage(applied)
+            scope.convert_to_storage(applied)
         })
         .await;
     match result {
         Ok(obj) => Ok((obj, warnings, StatusCode::OK)),
         Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
             let applied = kapi_fieldmanager::apply(None, &config, schema, writer, force)?;
-            let obj = scope.to_storage(applied)?;
+            let obj = scope.convert_to_storage(applied)?;
             let created = srv.rest.create(strategy, ns, obj, dry, WriteHooks { track: None, admit: req.admit }).await?;
             Ok((created, warnings, StatusCode::CREATED))
         }
@@ -736,7 +737,7 @@ async fn subresource(
         }
         ("status", "update") => {
             let mut warnings = Vec::new();
-            let obj = scope.to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "status")?;
             let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, WriteHooks::tracking(track.as_deref())).await?;
             Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK)?, &warnings))

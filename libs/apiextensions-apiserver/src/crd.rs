@@ -1,0 +1,184 @@
+//! CustomResourceDefinition objects as the tier reads them, and their strategy (kube's
+//! `pkg/registry/customresourcedefinition/strategy.go` and the REST store's delete).
+
+use kapi_apiextensions::validation;
+use kapi_apimachinery::{time as ktime, Cause};
+use kapi_registry::catalog::ResourceSpec;
+use kapi_registry::strategy::{Strategy, WriteTarget};
+use serde_json::{json, Map, Value};
+
+/// The finalizer that holds a deleted CRD until its custom resources are gone.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// Condition types kube sets on CRDs.
+pub const ESTABLISHED: &str = "Established";
+/// Names accepted without conflict.
+pub const NAMES_ACCEPTED: &str = "NamesAccepted";
+/// Deletion of the CRD's instances is pending or in progress.
+pub const TERMINATING: &str = "Terminating";
+/// API approval of `*.k8s.io` / `*.kubernetes.io` groups.
+pub const API_APPROVAL: &str = "KubernetesAPIApprovalPolicyConformant";
+
+/// A string at a JSON pointer, or "".
+pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The strings of an array at a JSON pointer.
+pub fn strings_at(obj: &Value, pointer: &str) -> Vec<String> {
+    obj.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// The condition of `kind` in a CRD's status.
+pub fn condition<'a>(crd: &'a Value, kind: &str) -> Option<&'a Value> {
+    crd.pointer("/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+}
+
+/// Whether a condition is `True`.
+pub fn is_true(crd: &Value, kind: &str) -> bool {
+    condition(crd, kind).and_then(|c| c.get("status")).and_then(Value::as_str) == Some("True")
+}
+
+/// Sets a condition as kube's `SetCRDCondition` does: the transition time moves only when the
+/// status changes; new conditions are appended.
+pub fn set_condition(status: &mut Map<String, Value>, kind: &str, state: &str, reason: &str, message: &str) {
+    let conditions = status.entry("conditions").or_insert_with(|| json!([]));
+    if !conditions.is_array() {
+        *conditions = json!([]);
+    }
+    let Some(list) = conditions.as_array_mut() else { return };
+    let now = ktime::now_rfc3339();
+    match list.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some(kind)) {
+        Some(existing) => {
+            let changed = existing.get("status").and_then(Value::as_str) != Some(state);
+            if changed || existing.get("lastTransitionTime").is_none_or(Value::is_null) {
+                existing["lastTransitionTime"] = Value::String(now);
+            }
+            existing["status"] = Value::from(state);
+            existing["reason"] = Value::from(reason);
+            existing["message"] = Value::from(message);
+        }
+        None => list.push(json!({"type": kind, "status": state, "lastTransitionTime": now, "reason": reason, "message": message})),
+    }
+}
+
+/// The storage version's name.
+pub fn storage_version(crd: &Value) -> Option<&str> {
+    crd.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| v.get("name")?.as_str())
+}
+
+/// The strategy of CustomResourceDefinitions: kube's defaults and validation, a status owned by
+/// the controllers, stored versions recorded, the cleanup finalizer added on delete.
+pub struct CrdStrategy(pub &'static ResourceSpec);
+
+impl CrdStrategy {
+    /// kube records every version that has been the storage version, so a migration knows
+    /// which versions stored objects may be in.
+    fn record_storage_version(obj: &mut Value) {
+        let Some(storage) = storage_version(obj).map(str::to_owned) else { return };
+        let status = obj.as_object_mut().map(|m| m.entry("status").or_insert_with(|| json!({})));
+        let Some(Value::Object(status)) = status else { return };
+        let stored = status.entry("storedVersions").or_insert_with(|| json!([]));
+        if let Some(list) = stored.as_array_mut() {
+            if !list.iter().any(|v| v.as_str() == Some(storage.as_str())) {
+                list.push(Value::String(storage));
+            }
+        }
+    }
+}
+
+impl Strategy for CrdStrategy {
+    fn spec(&self) -> &'static ResourceSpec {
+        self.0
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        // kube clears the status (Go's zero status: empty accepted names) and records the
+        // storage version.
+        if let Some(map) = obj.as_object_mut() {
+            map.insert("status".into(), json!({"acceptedNames": {"plural": "", "kind": ""}, "storedVersions": []}));
+        }
+        Self::record_storage_version(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value, target: WriteTarget) {
+        match target {
+            WriteTarget::Main => {
+                match old.get("status") {
+                    Some(status) => new["status"] = status.clone(),
+                    None => {
+                        if let Some(map) = new.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+                Self::record_storage_version(new);
+            }
+            WriteTarget::Status => {
+                // A status write changes status and nothing else (kube's statusStrategy).
+                let status = new.get("status").cloned();
+                *new = old.clone();
+                match status {
+                    Some(s) => new["status"] = s,
+                    None => {
+                        if let Some(map) = new.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+            }
+            WriteTarget::Subresource => {}
+        }
+    }
+
+    fn apply_defaults(&self, obj: &mut Value) {
+        validation::apply_defaults(obj);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        validation::validate_create(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        if new.get("spec") == old.get("spec") && new.get("status") != old.get("status") {
+            return validation::validate_status_update(new, old);
+        }
+        validation::validate_update(new, old)
+    }
+
+    fn prepare_for_delete(&self, obj: &mut Value) {
+        // kube's CRD store: on the first delete, the cleanup finalizer and a Terminating
+        // condition, so that the instances go before the definition.
+        let Some(map) = obj.as_object_mut() else { return };
+        let deleting = map.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_some_and(|t| !t.is_null());
+        if deleting {
+            return;
+        }
+        let meta = map.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            let finalizers = meta.entry("finalizers").or_insert_with(|| json!([]));
+            if let Some(list) = finalizers.as_array_mut() {
+                if !list.iter().any(|f| f.as_str() == Some(CLEANUP_FINALIZER)) {
+                    list.push(Value::from(CLEANUP_FINALIZER));
+                }
+            }
+        }
+        let status = map.entry("status").or_insert_with(|| json!({}));
+        if let Some(status) = status.as_object_mut() {
+            set_condition(
+                status,
+                TERMINATING,
+                "True",
+                "InstanceDeletionPending",
+                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            );
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The extensions tier of kapi, as kube's apiextensions-apiserver: it serves
+//! CustomResourceDefinitions and, for every Established one, its custom resources, through the
+//! generic server's verb handlers (one [`kapi_server::scope::ResourceScope`] per served
+//! version), and runs the CRD controllers.
+//!
+//! - [`tier`]: the tier (what is served, kept current from the CRD watch cache) and its
+//!   controllers (names, Established, API approval, instance cleanup on delete).
+//! - [`crd`]: reading CRDs and their strategy.
+//! - [`custom`]: the strategy and scope of custom resources (schema validation, pruning,
+//!   defaulting, printer columns, scale, selectable fields).
+//! - [`names`]: the status the naming, establishing and approval controllers converge to.
+//! - [`served`]: the snapshot of served CRDs.
+#![warn(missing_docs)]
+
+pub mod crd;
+pub mod custom;
+pub mod names;
+pub mod served;
+pub mod tier;
+mod version;
+
+pub use tier::{ExtensionsTier, ExtensionsTierBuilder};

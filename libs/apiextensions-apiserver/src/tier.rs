@@ -1,0 +1,286 @@
+//! The extensions tier (kube's apiextensions-apiserver as the core server's delegate): serves
+//! `apiextensions.k8s.io` and every Established CRD's resources, and runs the CRD controllers.
+//!
+//! What it serves is a [`Served`] snapshot rebuilt from the CRD watch cache whenever a CRD
+//! changes (and on demand, when a request names a resource this replica does not know yet:
+//! see [`Tier::sync`]). Each custom resource gets a watch cache before its scope is published,
+//! so the generic store always finds one.
+
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use kapi_apimachinery::ApiError;
+use kapi_registry::catalog::{self, ResourceSpec};
+use kapi_registry::rest::{DeleteOptions, ListParams, RestStore, WriteHooks};
+use kapi_registry::strategy::WriteTarget;
+use kapi_server::lifecycle::{PostStartHook, PostStartHooks};
+use kapi_server::scope::{BuiltinScope, ResourceScope};
+use kapi_server::tier::{builtin_group_order, ServedGroup, Tier, TierBuilder, TierContext, TierFuture};
+use kapi_server::StartError;
+use kapi_watch::{WatchItem, WatchStart};
+use serde_json::Value;
+
+use crate::crd::{self, CrdStrategy, CLEANUP_FINALIZER, TERMINATING};
+use crate::names;
+use crate::served::Served;
+
+/// The group the tier serves itself.
+const GROUP: &str = "apiextensions.k8s.io";
+/// How long a request waits for the caches to reach the store's revision before 404.
+const SYNC_WAIT: Duration = Duration::from_secs(3);
+/// How often the controllers look at every CRD even without changes (finalizers in progress).
+const RESYNC: Duration = Duration::from_secs(5);
+
+/// The extensions tier.
+pub struct ExtensionsTier {
+    rest: RestStore,
+    crd_spec: &'static ResourceSpec,
+    crd_scope: Arc<dyn ResourceScope>,
+    served: RwLock<Arc<Served>>,
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+impl ExtensionsTier {
+    fn snapshot(&self) -> Arc<Served> {
+        self.served.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn crds(&self) -> Vec<Arc<Value>> {
+        let prefix = self.crd_spec.key_prefix();
+        match self.rest.caches().cache(&prefix) {
+            Some(cache) => cache.list(&prefix).0.into_iter().map(|o| o.object).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Rebuilds what is served from the CRD cache: watch caches for new custom resources first,
+    /// then the new snapshot, then the caches of resources no longer served are dropped.
+    pub async fn refresh(&self) {
+        let _one_at_a_time = self.refreshing.lock().await;
+        let current = self.snapshot();
+        let next = Served::build(&current, &self.crds());
+        let (old, new) = (current.prefixes(), next.prefixes());
+        let mut failed = HashSet::new();
+        for prefix in new.difference(&old) {
+            if let Err(e) = self.rest.caches().add(prefix).await {
+                tracing::warn!(prefix, "cannot start the watch cache of a custom resource yet: {e}");
+                failed.insert(prefix.clone());
+            }
+        }
+        if !failed.is_empty() {
+            // Served again at the next refresh; until then the CRD is treated as not there.
+            return;
+        }
+        *self.served.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        for prefix in old.difference(&new) {
+            self.rest.caches().remove(prefix).await;
+        }
+    }
+
+    /// One pass of kube's CRD controllers over every CRD: names and conditions (naming,
+    /// establishing, API approval), and instance cleanup of deleted CRDs (finalizer).
+    async fn reconcile(&self) {
+        let crds = self.crds();
+        for crd in &crds {
+            let name = crd::str_at(crd, "/metadata/name").to_owned();
+            let deleting = crd.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+            let result = if deleting {
+                if crd::strings_at(crd, "/metadata/finalizers").iter().any(|f| f == CLEANUP_FINALIZER) {
+                    self.finalize(&name).await
+                } else {
+                    Ok(())
+                }
+            } else if names::desired_status(crd, crds.iter().map(|c| c.as_ref())).is_some() {
+                self.write_status(&name, |current, all| names::desired_status(current, all.iter())).await
+            } else {
+                Ok(())
+            };
+            if let Err(e) = result {
+                // A conflict with another replica's write is retried on the next event.
+                if e.code != 409 {
+                    tracing::warn!(crd = name, "CRD controller: {}", e.message);
+                }
+            }
+        }
+    }
+
+    /// Writes the status `desired` computes from the stored CRD (None: nothing to write).
+    async fn write_status(&self, name: &str, desired: impl Fn(&Value, &[Value]) -> Option<Value> + Send + Sync) -> Result<(), ApiError> {
+        let all: Vec<Value> = self.crds().iter().map(|c| c.as_ref().clone()).collect();
+        let strategy = CrdStrategy(self.crd_spec);
+        self.rest
+            .update_with(&strategy, None, name, WriteTarget::Status, false, WriteHooks::default(), |current| {
+                let mut next = current.clone();
+                if let Some(status) = desired(current, &all) {
+                    next["status"] = status;
+                }
+                Ok(next)
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn set_terminating(&self, name: &str, state: &str, reason: &str, message: &str) -> Result<(), ApiError> {
+        let (state, reason, message) = (state.to_owned(), reason.to_owned(), message.to_owned());
+        self.write_status(name, move |current, _| {
+            let mut status = current.get("status").and_then(Value::as_object).cloned().unwrap_or_default();
+            crd::set_condition(&mut status, TERMINATING, &state, &reason, &message);
+            let status = Value::Object(status);
+            (current.get("status") != Some(&status)).then_some(status)
+        })
+        .await
+    }
+
+    /// kube's CRD finalizer: deletes every instance, then releases the CRD.
+    async fn finalize(&self, name: &str) -> Result<(), ApiError> {
+        let served = self.snapshot();
+        if let Some(scope) = served.entry(name).and_then(|e| e.any_scope()).cloned() {
+            self.set_terminating(name, "True", "InstanceDeletionInProgress", "CustomResource deletion is in progress").await?;
+            let strategy = scope.strategy();
+            let params = ListParams::default();
+            let page = self.rest.list(strategy, None, &params).await?;
+            let mut failures = Vec::new();
+            for obj in page.items {
+                let obj_name = crd::str_at(&obj, "/metadata/name");
+                let ns = Some(crd::str_at(&obj, "/metadata/namespace")).filter(|n| !n.is_empty());
+                match self.rest.delete(strategy, ns, obj_name, &DeleteOptions::default()).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => failures.push(e.message),
+                }
+            }
+            if !failures.is_empty() {
+                let message = format!("could not issue all deletes: [{}]", failures.join(", "));
+                self.set_terminating(name, "True", "InstanceDeletionFailed", &message).await?;
+                return Ok(());
+            }
+            let left = self.rest.list(strategy, None, &params).await?;
+            if !left.items.is_empty() {
+                // Instances with finalizers of their own: wait for them.
+                let message = format!("could not confirm zero CustomResources remaining: {} remaining", left.items.len());
+                self.set_terminating(name, "True", "InstanceDeletionCheck", &message).await?;
+                return Ok(());
+            }
+            self.set_terminating(name, "False", "InstanceDeletionCompleted", "removed all instances").await?;
+        } else {
+            self.set_terminating(name, "False", "NeverEstablished", "resource was never established").await?;
+        }
+        let strategy = CrdStrategy(self.crd_spec);
+        self.rest
+            .update_with(&strategy, None, name, WriteTarget::Main, false, WriteHooks::default(), |current| {
+                let mut next = current.clone();
+                if let Some(list) = next.pointer_mut("/metadata/finalizers").and_then(Value::as_array_mut) {
+                    list.retain(|f| f.as_str() != Some(CLEANUP_FINALIZER));
+                }
+                if let Some(meta) = next.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("resourceVersion");
+                }
+                Ok(next)
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// The controllers: every change of a CRD rebuilds what is served and runs one
+    /// reconcile pass; a periodic pass moves finalizers along.
+    async fn run_controllers(self: Arc<Self>) {
+        let prefix = self.crd_spec.key_prefix();
+        let all: kapi_watch::Filter = Arc::new(|_: &Value| true);
+        loop {
+            let Some(cache) = self.rest.caches().cache(&prefix) else { return };
+            let (_, revision) = cache.list(&prefix);
+            let Ok(mut watcher) = cache.watch(&prefix, WatchStart::After(revision), all.clone()) else { return };
+            self.refresh().await;
+            self.reconcile().await;
+            loop {
+                match tokio::time::timeout(RESYNC, watcher.next()).await {
+                    Ok(Some(WatchItem::Event { .. })) => {
+                        self.refresh().await;
+                        self.reconcile().await;
+                    }
+                    Ok(Some(WatchItem::Bookmark(_) | WatchItem::InitialEventsEnd(_))) => {}
+                    Ok(Some(WatchItem::Terminated { .. })) => break,
+                    Ok(None) => return,
+                    Err(_) => self.reconcile().await,
+                }
+            }
+        }
+    }
+}
+
+impl Tier for ExtensionsTier {
+    fn name(&self) -> &'static str {
+        "apiextensions-apiserver"
+    }
+
+    fn groups(&self) -> Vec<ServedGroup> {
+        let own = ServedGroup { name: GROUP.into(), versions: vec!["v1".into()], order: builtin_group_order(GROUP).unwrap_or(0) };
+        std::iter::once(own).chain(self.snapshot().groups().iter().cloned()).collect()
+    }
+
+    fn resources_in(&self, group: &str, version: &str) -> Vec<&'static ResourceSpec> {
+        if group == GROUP {
+            return catalog::resources_in(group, version).collect();
+        }
+        self.snapshot().resources_in(group, version)
+    }
+
+    fn scope(&self, group: &str, version: &str, resource: &str) -> Option<Arc<dyn ResourceScope>> {
+        if group == GROUP {
+            return (version == self.crd_spec.version && resource == self.crd_spec.resource).then(|| self.crd_scope.clone());
+        }
+        self.snapshot().scope(group, version, resource)
+    }
+
+    fn sync(&self, revision: kapi_storage::Revision) -> TierFuture<'_, ()> {
+        Box::pin(async move {
+            if self.rest.caches().wait_for(revision, SYNC_WAIT).await.is_ok() {
+                self.refresh().await;
+            }
+        })
+    }
+}
+
+/// Builds the extensions tier: kube's post-start hooks for it, its first snapshot (with the
+/// watch caches of every custom resource already stored) and its controllers.
+#[derive(Default)]
+pub struct ExtensionsTierBuilder {
+    hooks: Option<[PostStartHook; 3]>,
+}
+
+impl TierBuilder for ExtensionsTierBuilder {
+    fn register_hooks(&mut self, hooks: &mut PostStartHooks) {
+        self.hooks = Some([
+            hooks.register("start-apiextensions-informers"),
+            hooks.register("start-apiextensions-controllers"),
+            hooks.register("crd-informer-synced"),
+        ]);
+    }
+
+    fn build(self: Box<Self>, ctx: TierContext) -> TierFuture<'static, Result<Arc<dyn Tier>, StartError>> {
+        Box::pin(async move {
+            let crd_spec = catalog::find(GROUP, "v1", "customresourcedefinitions")
+                .ok_or_else(|| StartError::Config("customresourcedefinitions missing from the catalog".into()))?;
+            let crd_scope: Arc<dyn ResourceScope> =
+                Arc::new(BuiltinScope::with_strategy(crd_spec, Box::new(CrdStrategy(crd_spec)), ctx.openapi.clone()));
+            let tier = Arc::new(ExtensionsTier {
+                rest: ctx.rest.clone(),
+                crd_spec,
+                crd_scope,
+                served: RwLock::new(Arc::new(Served::default())),
+                refreshing: tokio::sync::Mutex::new(()),
+            });
+            // The CRD cache is loaded already (the watch caches start with every built-in
+            // resource): the informers are synced and the first snapshot is complete.
+            tier.refresh().await;
+            tokio::spawn(tier.clone().run_controllers());
+            if let Some(hooks) = self.hooks {
+                for hook in hooks {
+                    let _ = hook.run(Duration::ZERO, || async { Ok::<(), std::convert::Infallible>(()) }).await;
+                }
+            }
+            Ok(tier as Arc<dyn Tier>)
+        })
+    }
+}
