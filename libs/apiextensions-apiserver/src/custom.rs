@@ -247,6 +247,10 @@ impl ResourceScope for CustomScope {
         }
     }
 
+    fn typed_lists(&self) -> bool {
+        false
+    }
+
     fn check_verb(&self, verb: &str) -> Result<(), ApiError> {
         if self.terminating && verb == "create" {
             let gr = GroupResource::new(self.served.group, self.served.resource);

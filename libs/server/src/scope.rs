@@ -68,6 +68,12 @@ pub trait ResourceScope: Send + Sync {
         crate::scale::apply_scale(parent, scale)
     }
 
+    /// Whether list items drop `kind` and `apiVersion`, as Go's typed lists encode them (true
+    /// for built-in kinds); custom resources' unstructured lists keep them.
+    fn typed_lists(&self) -> bool {
+        true
+    }
+
     /// Refuses a verb the resource does not take right now (kube refuses creates of custom
     /// resources while their CRD terminates).
     fn check_verb(&self, _verb: &str) -> Result<(), ApiError> {

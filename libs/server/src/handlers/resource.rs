@@ -249,7 +249,7 @@ async fn dispatch(
             let opts = delete_options(query, content_type, &body)?;
             let (deleted, rev) = srv.rest.delete_collection(strategy, ns, &params, &opts).await?;
             let deleted = deleted.into_iter().map(|o| scope.convert_from_storage(o)).collect::<Result<Vec<_>, _>>()?;
-            let list = list_object(spec, deleted.iter(), list_meta(rev, None, None));
+            let list = list_object(spec, scope.typed_lists(), deleted.iter(), list_meta(rev, None, None));
             Ok(response::object(StatusCode::OK, &list, output.plain()))
         }
         _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
@@ -283,12 +283,13 @@ fn list_meta(rev: u64, continue_token: Option<String>, remaining: Option<u64>) -
     Value::Object(m)
 }
 
-/// A typed list (`PodList`): items carry no kind/apiVersion, as kube-apiserver encodes them.
-fn list_object<'a>(spec: &ResourceSpec, items: impl Iterator<Item = &'a Value>, meta: Value) -> Value {
+/// A list (`PodList`): items of built-in kinds carry no kind/apiVersion, as kube-apiserver's
+/// typed lists encode them; custom resources' (unstructured) items keep theirs.
+fn list_object<'a>(spec: &ResourceSpec, typed: bool, items: impl Iterator<Item = &'a Value>, meta: Value) -> Value {
     let items: Vec<Value> = items
         .map(|o| {
             let mut o = o.clone();
-            if let Some(m) = o.as_object_mut() {
+            if let Some(m) = o.as_object_mut().filter(|_| typed) {
                 m.remove("kind");
                 m.remove("apiVersion");
             }
@@ -298,39 +299,45 @@ fn list_object<'a>(spec: &ResourceSpec, items: impl Iterator<Item = &'a Value>, 
     json!({"kind": format!("{}List", spec.kind), "apiVersion": spec.api_version(), "metadata": meta, "items": items})
 }
 
-/// A typed list serialized from borrowed items: kube's list encoding, where items carry no
-/// `kind`/`apiVersion`, without cloning the items.
+/// A list serialized from borrowed items, without cloning them: kube's list encoding.
 #[derive(serde::Serialize)]
-struct TypedListRef<'a> {
+struct ListRef<'a> {
     kind: String,
     #[serde(rename = "apiVersion")]
     api_version: String,
     metadata: &'a Value,
-    #[serde(serialize_with = "items_without_type_meta")]
-    items: &'a [Arc<Value>],
+    items: ItemsRef<'a>,
 }
 
-/// One list item: the object's fields except `kind` and `apiVersion`, in stored order.
-struct ItemRef<'a>(&'a Value);
+/// The items of a [`ListRef`]; `typed` drops each item's `kind` and `apiVersion`.
+struct ItemsRef<'a> {
+    items: &'a [Arc<Value>],
+    typed: bool,
+}
+
+impl serde::Serialize for ItemsRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.items.iter().map(|item| ItemRef(item, self.typed)))
+    }
+}
+
+/// One list item, in stored order; without `kind` and `apiVersion` when typed.
+struct ItemRef<'a>(&'a Value, bool);
 
 impl serde::Serialize for ItemRef<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         match self.0.as_object() {
-            Some(fields) => {
+            Some(fields) if self.1 => {
                 let mut map = serializer.serialize_map(None)?;
                 for (k, v) in fields.iter().filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "apiVersion") {
                     map.serialize_entry(k, v)?;
                 }
                 map.end()
             }
-            None => self.0.serialize(serializer),
+            _ => self.0.serialize(serializer),
         }
     }
-}
-
-fn items_without_type_meta<S: serde::Serializer>(items: &&[Arc<Value>], serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.collect_seq(items.iter().map(|item| ItemRef(item)))
 }
 
 /// Parses list/watch query parameters with kube-apiserver's validation.
@@ -390,7 +397,7 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
         Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
         Shape::Object | Shape::DiscoveryV2 if scope.converts() => {
             let items = page.items.iter().map(|o| scope.convert_from_storage(o.as_ref().clone())).collect::<Result<Vec<_>, _>>()?;
-            list_object(spec, items.iter(), meta)
+            list_object(spec, scope.typed_lists(), items.iter(), meta)
         }
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
             // The common case (informers, kubectl -o json): serialize straight from the cached
@@ -398,8 +405,14 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
             // A big list takes long to encode: off the async workers, so that watches and other
             // requests keep being served meanwhile (a burst of big lists would stall them).
             let items = page.items;
+            let typed = scope.typed_lists();
             let bytes = tokio::task::spawn_blocking(move || {
-                let list = TypedListRef { kind: format!("{}List", spec.kind), api_version: spec.api_version(), metadata: &meta, items: &items };
+                let list = ListRef {
+                    kind: format!("{}List", spec.kind),
+                    api_version: spec.api_version(),
+                    metadata: &meta,
+                    items: ItemsRef { items: &items, typed },
+                };
                 serde_json::to_vec(&list)
             })
             .await
@@ -409,7 +422,7 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
             resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
             return Ok(resp);
         }
-        Shape::Object | Shape::DiscoveryV2 => list_object(spec, page.items.iter().map(|a| a.as_ref()), meta),
+        Shape::Object | Shape::DiscoveryV2 => list_object(spec, scope.typed_lists(), page.items.iter().map(|a| a.as_ref()), meta),
     };
     Ok(response::object(StatusCode::OK, &value, output))
 }
@@ -866,8 +879,9 @@ mod tests {
             })
             .collect();
         let meta = list_meta(9, Some("tok".into()), Some(4));
-        let built = list_object(spec, items.iter().map(|a| a.as_ref()), meta.clone());
-        let borrowed = TypedListRef { kind: "ConfigMapList".into(), api_version: "v1".into(), metadata: &meta, items: &items };
+        let built = list_object(spec, true, items.iter().map(|a| a.as_ref()), meta.clone());
+        let borrowed =
+            ListRef { kind: "ConfigMapList".into(), api_version: "v1".into(), metadata: &meta, items: ItemsRef { items: &items, typed: true } };
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), built);
         assert!(built["items"][0].get("kind").is_none(), "list items carry no kind");
