@@ -389,6 +389,13 @@ impl ResourceCache {
     /// Replaces the content with a snapshot at `revision`; watchers can no longer be served
     /// without a gap, so each ends with `Expired`.
     pub(crate) fn reset(&self, items: Vec<(String, Revision, Value)>, revision: Revision) {
+        self.reset_from(items, revision, revision);
+    }
+
+    /// [`ResourceCache::reset`] for a snapshot known to hold every change of this resource
+    /// after `window_start` (no event of it in `(window_start, revision]`): watches may resume
+    /// from any revision from `window_start` on.
+    pub(crate) fn reset_from(&self, items: Vec<(String, Revision, Value)>, revision: Revision, window_start: Revision) {
         let objects = items
             .into_iter()
             .map(|(k, rev, o)| {
@@ -405,7 +412,7 @@ impl ResourceCache {
         let mut st = self.shared.lock();
         st.objects = objects;
         st.window.clear();
-        st.window_start = revision;
+        st.window_start = window_start.min(revision);
         st.revision = revision;
         for w in std::mem::take(&mut st.watchers) {
             w.terminate(TerminateReason::Expired);

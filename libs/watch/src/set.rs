@@ -37,6 +37,11 @@ struct Core {
     /// cache is loaded at exactly the revision the follower has applied, so it misses no event
     /// and sees none twice.
     applying: tokio::sync::Mutex<()>,
+    /// What the follower knows of resources without a cache: since `since`, every event has
+    /// passed through it, and `last` holds the revision of the newest event per prefix. A cache
+    /// added later starts its window there, so watches resuming from an older revision (a
+    /// client that listed on another replica) are served rather than expired.
+    uncached: Mutex<Uncached>,
     config: CacheConfig,
     applied: watch::Sender<Revision>,
     /// The highest revision anyone (a NATS hint, a reader waiting for consistency) says is
@@ -107,6 +112,18 @@ pub struct FollowerLag {
     pub seconds: f64,
 }
 
+/// See [`Core::uncached`].
+#[derive(Default)]
+struct Uncached {
+    since: Revision,
+    last: HashMap<String, Revision>,
+}
+
+/// The `/registry/<group>/<resource>/` prefix of a key (None for other layouts).
+fn resource_prefix(key: &str) -> Option<&str> {
+    key.match_indices('/').nth(3).map(|(i, _)| &key[..=i])
+}
+
 /// The caches of a set, in start order and by prefix.
 #[derive(Default)]
 struct Caches {
@@ -124,8 +141,7 @@ impl Caches {
     /// cache prefixes: one map look-up finds the cache whatever the number of resources (a
     /// cluster with thousands of CRDs); other layouts fall back to comparing every prefix.
     fn for_key(&self, key: &str) -> Vec<&Arc<ResourceCache>> {
-        let fourth_slash = key.match_indices('/').nth(3).map(|(i, _)| i + 1);
-        if let Some(cache) = fourth_slash.and_then(|end| self.by_prefix.get(&key[..end])) {
+        if let Some(cache) = resource_prefix(key).and_then(|p| self.by_prefix.get(p)) {
             return vec![cache];
         }
         self.list.iter().filter(|c| key.starts_with(c.prefix())).collect()
@@ -175,6 +191,7 @@ impl CacheSet {
             store,
             caches: RwLock::new(caches),
             applying: tokio::sync::Mutex::new(()),
+            uncached: Mutex::new(Uncached { since: revision, last: HashMap::new() }),
             config,
             applied,
             hints,
@@ -226,8 +243,13 @@ impl CacheSet {
         let cache = Arc::new(ResourceCache::new(prefix.to_owned(), &self.core.config));
         let at = self.revision();
         let caches = [cache.clone()];
-        let (revision, lists) = read_snapshot(&self.core.store, &caches, self.core.config.load_page.max(1), Some(at)).await?;
-        reset_caches(caches.to_vec(), lists, revision).await?;
+        let (revision, mut lists) = read_snapshot(&self.core.store, &caches, self.core.config.load_page.max(1), Some(at)).await?;
+        let window_start = {
+            let uncached = self.core.uncached.lock().unwrap_or_else(|p| p.into_inner());
+            uncached.last.get(prefix).copied().unwrap_or(uncached.since)
+        };
+        let items = decode_snapshot(lists.pop().unwrap_or_default()).await?;
+        cache.reset_from(items, revision, window_start);
         self.core.caches.write().unwrap_or_else(|p| p.into_inner()).insert(cache.clone());
         Ok(cache)
     }
@@ -241,6 +263,9 @@ impl CacheSet {
             caches.by_prefix.remove(prefix)
         };
         if let Some(cache) = removed {
+            // Its events up to now are gone with it: a cache added again starts after them.
+            let applied = self.revision();
+            self.core.uncached.lock().unwrap_or_else(|p| p.into_inner()).last.insert(prefix.to_owned(), applied);
             cache.close();
         }
     }
@@ -310,6 +335,24 @@ async fn load(
     };
     reset_caches(caches.to_vec(), lists, revision).await?;
     Ok(revision)
+}
+
+/// Decodes one snapshot list off the async workers.
+async fn decode_snapshot(items: Vec<KeyValue>) -> Result<Vec<(String, Revision, serde_json::Value)>, WatchError> {
+    tokio::task::spawn_blocking(move || {
+        items
+            .into_iter()
+            .filter_map(|kv| match decode_object(&kv.key, &kv.value, kv.mod_revision) {
+                Ok(o) => Some((kv.key, kv.mod_revision, o)),
+                Err(e) => {
+                    tracing::error!(error = %e, "skipping undecodable object in snapshot");
+                    None
+                }
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| WatchError::Storage(StorageError::Backend(format!("cache load task failed: {e}"))))
 }
 
 /// Decodes snapshot lists (off the async workers) and resets each cache to its list.
@@ -394,7 +437,14 @@ async fn apply_batch(core: &Arc<Core>, events: Vec<Event>) -> Result<Revision, S
                     None
                 }
             };
-            for cache in caches.for_key(&ev.key) {
+            let targets = caches.for_key(&ev.key);
+            if targets.is_empty() {
+                if let Some(prefix) = resource_prefix(&ev.key) {
+                    let mut uncached = core2.uncached.lock().unwrap_or_else(|p| p.into_inner());
+                    uncached.last.insert(prefix.to_owned(), ev.revision);
+                }
+            }
+            for cache in targets {
                 cache.apply(ev.revision, ev.key.clone(), ev.kind, object.clone());
             }
         }
@@ -411,6 +461,8 @@ async fn reload(core: &Arc<Core>) -> Result<Revision, WatchError> {
     let _applying = core.applying.lock().await;
     let caches = core.read_caches().list.clone();
     let revision = load(&core.store, &caches, core.config.load_page, Start::Current).await?;
+    // History restarts here: nothing is known of uncached resources before it.
+    *core.uncached.lock().unwrap_or_else(|p| p.into_inner()) = Uncached { since: revision, last: HashMap::new() };
     core.applied.send_if_modified(|a| {
         let changed = revision > *a;
         *a = (*a).max(revision);

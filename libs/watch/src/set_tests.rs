@@ -626,6 +626,7 @@ async fn caches_added_at_run_time_follow_the_log_from_their_load() {
     let store = Arc::new(MemStore::new());
     let set = start(&store, config()).await;
     assert!(set.cache(WIDGETS).is_none());
+    store.create(&key("ns", "before"), pod("before", "web")).await.unwrap();
     let first = store.create(&format!("{WIDGETS}ns/a"), pod("a", "web")).await.unwrap();
     set.wait_for(first, WAIT).await.unwrap();
 
@@ -634,6 +635,10 @@ async fn caches_added_at_run_time_follow_the_log_from_their_load() {
     let (items, at) = cache.list(WIDGETS);
     assert_eq!(at, first);
     assert_eq!(items.len(), 1);
+    // The follower saw every event of the resource before its cache existed: watches resume
+    // from the newest of them on, older revisions are gone.
+    assert!(cache.watch(WIDGETS, WatchStart::After(first), all()).is_ok());
+    assert!(matches!(cache.watch(WIDGETS, WatchStart::After(first - 1), all()), Err(WatchError::TooOld { .. })));
     let mut w = cache.watch(WIDGETS, WatchStart::After(at), all()).unwrap();
     let second = store.create(&format!("{WIDGETS}ns/b"), pod("b", "web")).await.unwrap();
     store.create(&key("ns", "p"), pod("p", "web")).await.unwrap();

@@ -32,7 +32,12 @@ pub fn rv_of(obj: &Value) -> u64 {
 /// The store's change log of the ConfigMaps in `namespace` after `after` through `until`
 /// (inclusive), read with the Store API from a SQLite database shared with running replicas.
 pub fn configmap_log(data_dir: &Path, namespace: &str, after: u64, until: u64) -> Vec<Seen> {
-    let prefix = format!("/registry/core/configmaps/{namespace}/");
+    resource_log(data_dir, &format!("/registry/core/configmaps/{namespace}/"), after, until)
+}
+
+/// The store's change log of the keys under `prefix` (`/registry/<group>/<resource>/<ns>/`)
+/// after `after` through `until` (inclusive).
+pub fn resource_log(data_dir: &Path, prefix: &str, after: u64, until: u64) -> Vec<Seen> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         // A reader: no compaction and no polling from the test process.
@@ -44,7 +49,7 @@ pub fn configmap_log(data_dir: &Path, namespace: &str, after: u64, until: u64) -
             let events = store.read_log(at, 1000).await.expect("read the change log");
             let Some(last) = events.last() else { break };
             at = last.revision;
-            for e in events.into_iter().filter(|e| e.revision <= until && e.key.starts_with(&prefix)) {
+            for e in events.into_iter().filter(|e| e.revision <= until && e.key.starts_with(prefix)) {
                 let kind = match e.kind {
                     EventKind::Added => "ADDED",
                     EventKind::Modified => "MODIFIED",
@@ -72,6 +77,18 @@ pub struct WatchRun {
 /// the last resourceVersion it saw, to the next endpoint of `endpoints` (read at each
 /// connection, so a test may replace one). Stops after the object named `sentinel`.
 pub fn watch_until(endpoints: &RwLock<Vec<Endpoint>>, first: usize, namespace: &str, from: u64, timeout_seconds: u32, sentinel: &str) -> WatchRun {
+    watch_collection_until(endpoints, first, &format!("/api/v1/namespaces/{namespace}/configmaps"), from, timeout_seconds, sentinel)
+}
+
+/// [`watch_until`] for any collection path (custom resources too).
+pub fn watch_collection_until(
+    endpoints: &RwLock<Vec<Endpoint>>,
+    first: usize,
+    collection: &str,
+    from: u64,
+    timeout_seconds: u32,
+    sentinel: &str,
+) -> WatchRun {
     let mut run = WatchRun::default();
     let mut last = from;
     let started = Instant::now();
@@ -83,7 +100,7 @@ pub fn watch_until(endpoints: &RwLock<Vec<Endpoint>>, first: usize, namespace: &
         };
         turn += 1;
         let url = format!(
-            "{}/api/v1/namespaces/{namespace}/configmaps?watch=1&resourceVersion={last}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}",
+            "{}{collection}?watch=1&resourceVersion={last}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}",
             endpoint.url
         );
         let mut child = Command::new("curl")
