@@ -9,6 +9,7 @@
 //!   cells), `selectableFields` and the scale subresource's paths.
 #![warn(missing_docs)]
 
+pub mod cel;
 pub mod printer;
 pub mod schema;
 pub mod validation;

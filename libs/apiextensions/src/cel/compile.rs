@@ -1,0 +1,200 @@
+//! Compilation of one `x-kubernetes-validations` rule (kube's `compileRule`): parse with the
+//! shared environment, type-check against the schema node (`self`, `oldSelf`), estimate the
+//! worst-case cost, and do the same for `messageExpression`.
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::{ParseErrors, Program};
+use serde_json::Value;
+
+use super::check::{Checker, Est, TypeError};
+use super::types::{Decl, Ty};
+
+/// One rule as written in the schema.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSpec {
+    /// `rule`.
+    pub rule: String,
+    /// `message`.
+    pub message: String,
+    /// `messageExpression`.
+    pub message_expression: String,
+    /// `reason` (None: FieldValueInvalid).
+    pub reason: Option<String>,
+    /// `fieldPath`.
+    pub field_path: String,
+    /// `optionalOldSelf` as written (None when absent).
+    pub optional_old_self: Option<bool>,
+}
+
+impl RuleSpec {
+    /// Reads a rule from its JSON form (lenient: wrong types read as absent).
+    pub fn from_json(v: &Value) -> RuleSpec {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        RuleSpec {
+            rule: s("rule"),
+            message: s("message"),
+            message_expression: s("messageExpression"),
+            reason: v.get("reason").and_then(Value::as_str).map(str::to_string),
+            field_path: s("fieldPath"),
+            optional_old_self: v.get("optionalOldSelf").and_then(Value::as_bool),
+        }
+    }
+}
+
+/// A compiled rule, shared read-only between requests.
+#[derive(Debug)]
+pub struct CompiledRule {
+    /// The rule as written.
+    pub spec: RuleSpec,
+    pub(crate) program: Option<Program>,
+    pub(crate) message_program: Option<Program>,
+    /// Whether the rule refers to `oldSelf` (a transition rule).
+    pub uses_old_self: bool,
+    /// Estimated worst-case cost of one evaluation.
+    pub max_cost: u64,
+    /// Estimated worst-case cost of the message expression.
+    pub message_max_cost: u64,
+    /// kube's compile error detail (`compilation failed: ...`), if any.
+    pub error: Option<String>,
+    /// The message expression's error detail, if any.
+    pub message_error: Option<String>,
+}
+
+/// Renders parse errors as cel-go's `Issues.String()`.
+fn parse_issues(src: &str, errs: &ParseErrors) -> String {
+    let mut out = Vec::new();
+    for e in &errs.errors {
+        let (line, col) = (e.pos.0.max(1) as usize, e.pos.1.max(0) as usize);
+        out.push(issue(src, line, col, &e.msg));
+    }
+    out.join("\n")
+}
+
+fn issue(src: &str, line: usize, col: usize, msg: &str) -> String {
+    let text = src.lines().nth(line - 1).unwrap_or("");
+    format!("ERROR: <input>:{line}:{}: {msg}\n | {text}\n | {}^", col + 1, ".".repeat(col))
+}
+
+fn type_issue(src: &str, p: &Program, e: &TypeError) -> String {
+    let off = p.source_info().offset_for(e.id).map_or(0, |(s, _)| s as usize);
+    let before = src.get(..off).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().unwrap_or("").chars().count();
+    issue(src, line, col, &e.msg)
+}
+
+/// Whether `e` mentions the identifier `name`.
+pub(crate) fn mentions(e: &IdedExpr, name: &str) -> bool {
+    match &e.expr {
+        Expr::Ident(n) => n == name,
+        Expr::Select(s) => mentions(&s.operand, name),
+        Expr::Call(c) => {
+            c.target.as_deref().is_some_and(|t| mentions(t, name)) || c.args.iter().any(|a| mentions(a, name))
+        }
+        Expr::List(l) => l.elements.iter().any(|x| mentions(x, name)),
+        Expr::Map(m) => m.entries.iter().any(|x| match &x.expr {
+            EntryExpr::MapEntry(me) => mentions(&me.key, name) || mentions(&me.value, name),
+            EntryExpr::StructField(f) => mentions(&f.value, name),
+        }),
+        Expr::Struct(s) => s.entries.iter().any(|x| match &x.expr {
+            EntryExpr::MapEntry(me) => mentions(&me.key, name) || mentions(&me.value, name),
+            EntryExpr::StructField(f) => mentions(&f.value, name),
+        }),
+        Expr::Comprehension(c) => {
+            mentions(&c.iter_range, name)
+                || mentions(&c.accu_init, name)
+                || mentions(&c.loop_cond, name)
+                || mentions(&c.loop_step, name)
+                || mentions(&c.result, name)
+        }
+        Expr::Literal(_) | Expr::Unspecified => false,
+    }
+}
+
+/// The variables of a rule at a node typed `decl`.
+pub(crate) fn variables(decl: &Decl, optional_old_self: bool) -> Vec<(String, Decl)> {
+    let old =
+        if optional_old_self { Decl::new(Ty::Optional(Box::new(decl.ty.clone())), decl.max) } else { decl.clone() };
+    vec![("self".to_string(), decl.clone()), ("oldSelf".to_string(), old)]
+}
+
+fn check(p: &Program, vars: Vec<(String, Decl)>) -> Result<Est, TypeError> {
+    Checker::new(vars).check(p.expression())
+}
+
+/// Compiles `spec` for a node typed `decl`.
+pub(crate) fn compile_rule(spec: &RuleSpec, decl: &Decl) -> CompiledRule {
+    let mut out = CompiledRule {
+        spec: spec.clone(),
+        program: None,
+        message_program: None,
+        uses_old_self: false,
+        max_cost: 0,
+        message_max_cost: 0,
+        error: None,
+        message_error: None,
+    };
+    if spec.rule.trim().is_empty() {
+        return out;
+    }
+    let Some(env) = super::environment() else {
+        out.error = Some("unexpected compilation error: CEL environment unavailable".into());
+        return out;
+    };
+    let optional = spec.optional_old_self.unwrap_or(false);
+    let program = match env.compile(&spec.rule) {
+        Ok(p) => p,
+        Err(e) => {
+            out.error = Some(format!("compilation failed: {}", parse_issues(&spec.rule, &e)));
+            return out;
+        }
+    };
+    match check(&program, variables(decl, optional)) {
+        Err(e) => {
+            out.error = Some(format!("compilation failed: {}", type_issue(&spec.rule, &program, &e)));
+            return out;
+        }
+        Ok(r) if !matches!(r.d.ty, Ty::Bool | Ty::Dyn) => {
+            out.error = Some("cel expression must evaluate to a bool".into());
+            return out;
+        }
+        Ok(r) => out.max_cost = r.cost,
+    }
+    out.uses_old_self = mentions(program.expression(), "oldSelf");
+    out.program = Some(program);
+    if !spec.message_expression.is_empty() {
+        let src = &spec.message_expression;
+        match env.compile(src) {
+            Err(e) => {
+                out.message_error = Some(format!("messageExpression compilation failed: {}", parse_issues(src, &e)))
+            }
+            Ok(p) => match check(&p, variables(decl, optional)) {
+                Err(e) => {
+                    out.message_error =
+                        Some(format!("messageExpression compilation failed: {}", type_issue(src, &p, &e)))
+                }
+                Ok(r) if !matches!(r.d.ty, Ty::String | Ty::Dyn) => {
+                    out.message_error = Some("messageExpression must evaluate to a string".into())
+                }
+                Ok(r) => {
+                    out.message_max_cost = r.cost;
+                    out.message_program = Some(p);
+                }
+            },
+        }
+    }
+    out
+}
+
+/// kube's `getCostErrorMessage`.
+pub(crate) fn cost_error_message(name: &str, cost: u64, limit: u64) -> String {
+    let f = cost as f64 / limit as f64;
+    let factor = if f > 100.0 {
+        "more than 100x".to_string()
+    } else if f < 1.5 {
+        format!("{f:.6}x")
+    } else {
+        format!("{f:.1}x")
+    };
+    format!("{name} exceeds budget by factor of {factor} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)")
+}
