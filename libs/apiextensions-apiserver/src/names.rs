@@ -2,24 +2,33 @@
 //! controller), `Established` (establishing controller), `KubernetesAPIApprovalPolicyConformant`
 //! (API approval controller). Pure: the tier's controller writes what this computes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
 use crate::crd::{condition, set_condition, str_at, strings_at, API_APPROVAL, ESTABLISHED, NAMES_ACCEPTED};
 
-/// The names every CRD of `group` has been granted (its own included, as kube counts them):
-/// resource names (plural, singular, short names) and kinds (kind, list kind).
-fn accepted_in_group<'a>(group: &str, all: impl Iterator<Item = &'a Value>) -> (HashSet<String>, HashSet<String>) {
-    let (mut resources, mut kinds) = (HashSet::new(), HashSet::new());
-    for crd in all.filter(|c| str_at(c, "/spec/group") == group) {
-        resources.insert(str_at(crd, "/status/acceptedNames/plural").to_owned());
-        resources.insert(str_at(crd, "/status/acceptedNames/singular").to_owned());
-        resources.extend(strings_at(crd, "/status/acceptedNames/shortNames"));
-        kinds.insert(str_at(crd, "/status/acceptedNames/kind").to_owned());
-        kinds.insert(str_at(crd, "/status/acceptedNames/listKind").to_owned());
+/// The names the CRDs of one group have been granted (each CRD's own included, as kube
+/// counts them): resource names (plural, singular, short names) and kinds (kind, list kind).
+#[derive(Debug, Default)]
+pub struct GroupNames {
+    resources: HashSet<String>,
+    kinds: HashSet<String>,
+}
+
+/// [`GroupNames`] of every group, from every stored CRD: built once per controller pass, so a
+/// pass over N CRDs costs O(N), not O(N²).
+pub fn names_by_group<'a>(all: impl Iterator<Item = &'a Value>) -> HashMap<String, GroupNames> {
+    let mut groups: HashMap<String, GroupNames> = HashMap::new();
+    for crd in all {
+        let names = groups.entry(str_at(crd, "/spec/group").to_owned()).or_default();
+        names.resources.insert(str_at(crd, "/status/acceptedNames/plural").to_owned());
+        names.resources.insert(str_at(crd, "/status/acceptedNames/singular").to_owned());
+        names.resources.extend(strings_at(crd, "/status/acceptedNames/shortNames"));
+        names.kinds.insert(str_at(crd, "/status/acceptedNames/kind").to_owned());
+        names.kinds.insert(str_at(crd, "/status/acceptedNames/listKind").to_owned());
     }
-    (resources, kinds)
+    groups
 }
 
 /// kube's `equalToAcceptedOrFresh`.
@@ -31,10 +40,10 @@ fn fresh(requested: &str, accepted: &str, used: &HashSet<String>) -> Result<(), 
     }
 }
 
-/// The status `crd` should have, given every CRD in the store; None when it has it already.
-pub fn desired_status<'a>(crd: &Value, all: impl Iterator<Item = &'a Value>) -> Option<Value> {
-    let group = str_at(crd, "/spec/group");
-    let (resources, kinds) = accepted_in_group(group, all);
+/// The status `crd` should have, given the names its group has granted; None when it has it
+/// already.
+pub fn desired_status(crd: &Value, granted: &GroupNames) -> Option<Value> {
+    let (resources, kinds) = (&granted.resources, &granted.kinds);
     let requested = crd.pointer("/spec/names").cloned().unwrap_or_else(|| json!({}));
     let accepted = crd.pointer("/status/acceptedNames").cloned().unwrap_or_else(|| json!({}));
     let mut names = match &accepted {
@@ -42,7 +51,7 @@ pub fn desired_status<'a>(crd: &Value, all: impl Iterator<Item = &'a Value>) -> 
         _ => Map::new(),
     };
     let mut conflict: Option<(&str, String)> = None;
-    for (field, reason, used) in [("plural", "PluralConflict", &resources), ("singular", "SingularConflict", &resources)] {
+    for (field, reason, used) in [("plural", "PluralConflict", resources), ("singular", "SingularConflict", resources)] {
         match fresh(str_at(&requested, &format!("/{field}")), str_at(&accepted, &format!("/{field}")), used) {
             Ok(()) => set_name(&mut names, field, requested.get(field)),
             Err(e) => conflict = Some((reason, e)),
@@ -54,7 +63,7 @@ pub fn desired_status<'a>(crd: &Value, all: impl Iterator<Item = &'a Value>) -> 
         let errors: Vec<String> = strings_at(&requested, "/shortNames")
             .iter()
             .filter(|s| !have.contains(*s))
-            .filter_map(|s| fresh(s, "", &resources).err())
+            .filter_map(|s| fresh(s, "", resources).err())
             .collect();
         match errors.len() {
             0 => set_name(&mut names, "shortNames", requested.get("shortNames")),
@@ -63,7 +72,7 @@ pub fn desired_status<'a>(crd: &Value, all: impl Iterator<Item = &'a Value>) -> 
         }
     }
     for (field, reason) in [("kind", "KindConflict"), ("listKind", "ListKindConflict")] {
-        match fresh(str_at(&requested, &format!("/{field}")), str_at(&accepted, &format!("/{field}")), &kinds) {
+        match fresh(str_at(&requested, &format!("/{field}")), str_at(&accepted, &format!("/{field}")), kinds) {
             Ok(()) => set_name(&mut names, field, requested.get(field)),
             Err(e) => conflict = Some((reason, e)),
         }
@@ -150,9 +159,13 @@ mod tests {
                "spec": {"group": "example.com", "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind, "listKind": format!("{kind}List"), "shortNames": short}}})
     }
 
+    fn granted(all: &[&Value]) -> GroupNames {
+        names_by_group(all.iter().copied()).remove("example.com").unwrap_or_default()
+    }
+
     fn accept(mut c: Value, others: &[Value]) -> Value {
         let all: Vec<&Value> = others.iter().chain(std::iter::once(&c)).collect();
-        let status = desired_status(&c, all.into_iter()).expect("a change");
+        let status = desired_status(&c, &granted(&all)).expect("a change");
         c["status"] = status;
         c
     }
@@ -163,8 +176,7 @@ mod tests {
         assert_eq!(c["status"]["acceptedNames"]["plural"], "widgets");
         assert_eq!(c["status"]["acceptedNames"]["shortNames"], json!(["wd"]));
         assert!(crate::crd::is_true(&c, NAMES_ACCEPTED) && crate::crd::is_true(&c, ESTABLISHED));
-        let all = [c.clone()];
-        assert!(desired_status(&c, all.iter()).is_none(), "converged");
+        assert!(desired_status(&c, &granted(&[&c])).is_none(), "converged");
     }
 
     #[test]
@@ -184,11 +196,11 @@ mod tests {
     fn protected_groups_need_approval() {
         let mut c = crd("a", "widgets", "Widget", &[]);
         c["spec"]["group"] = json!("x.k8s.io");
-        let status = desired_status(&c, std::iter::empty()).unwrap();
+        let status = desired_status(&c, &GroupNames::default()).unwrap();
         let cond = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == API_APPROVAL).unwrap().clone();
         assert_eq!((cond["status"].as_str(), cond["reason"].as_str()), (Some("False"), Some("MissingAnnotation")));
         c["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": "https://github.com/kubernetes/kubernetes/pull/78458"});
-        let status = desired_status(&c, std::iter::empty()).unwrap();
+        let status = desired_status(&c, &GroupNames::default()).unwrap();
         let cond = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == API_APPROVAL).unwrap().clone();
         assert_eq!(cond["message"], "approved in https://github.com/kubernetes/kubernetes/pull/78458");
     }

@@ -6,8 +6,8 @@
 //! see [`Tier::sync`]). Each custom resource gets a watch cache before its scope is published,
 //! so the generic store always finds one.
 
-use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use kapi_apimachinery::ApiError;
@@ -39,6 +39,8 @@ pub struct ExtensionsTier {
     crd_scope: Arc<dyn ResourceScope>,
     served: RwLock<Arc<Served>>,
     refreshing: tokio::sync::Mutex<()>,
+    /// CRDs the controllers have looked at: name -> (resourceVersion, group).
+    reconciled: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl ExtensionsTier {
@@ -59,7 +61,8 @@ impl ExtensionsTier {
     pub async fn refresh(&self) {
         let _one_at_a_time = self.refreshing.lock().await;
         let current = self.snapshot();
-        let next = Served::build(&current, &self.crds());
+        let crds = self.crds();
+        let next = Served::build(&current, &crds);
         let (old, new) = (current.prefixes(), next.prefixes());
         let mut failed = HashSet::new();
         for prefix in new.difference(&old) {
@@ -78,41 +81,81 @@ impl ExtensionsTier {
         }
     }
 
-    /// One pass of kube's CRD controllers over every CRD: names and conditions (naming,
-    /// establishing, API approval), and instance cleanup of deleted CRDs (finalizer).
-    async fn reconcile(&self) {
+    /// One pass of kube's CRD controllers: names and conditions (naming, establishing, API
+    /// approval), and instance cleanup of deleted CRDs (finalizer). Only CRDs that changed since
+    /// the last pass are looked at, plus, in the groups where something changed or went, the
+    /// CRDs still waiting for names (a released name may now be theirs); `full` looks at all.
+    /// The names a group has granted are indexed once per pass, so a pass is linear in the
+    /// number of CRDs.
+    async fn reconcile(&self, full: bool) {
         let crds = self.crds();
-        for crd in &crds {
+        let granted = names::names_by_group(crds.iter().map(|c| c.as_ref()));
+        let todo: Vec<&Arc<Value>> = {
+            let mut seen = self.reconciled.lock().unwrap_or_else(|p| p.into_inner());
+            let rv = |c: &Value| crd::str_at(c, "/metadata/resourceVersion").to_owned();
+            let current: HashMap<&str, &Arc<Value>> = crds.iter().map(|c| (crd::str_at(c, "/metadata/name"), c)).collect();
+            let mut touched_groups: HashSet<String> = HashSet::new();
+            for (name, (_, group)) in seen.iter() {
+                if !current.contains_key(name.as_str()) {
+                    touched_groups.insert(group.clone());
+                }
+            }
+            seen.retain(|name, _| current.contains_key(name.as_str()));
+            let changed: Vec<&Arc<Value>> =
+                crds.iter().filter(|c| full || seen.get(crd::str_at(c, "/metadata/name")).is_none_or(|(r, _)| *r != rv(c))).collect();
+            touched_groups.extend(changed.iter().map(|c| crd::str_at(c, "/spec/group").to_owned()));
+            let waiting = crds.iter().filter(|c| {
+                touched_groups.contains(crd::str_at(c, "/spec/group")) && !crd::is_true(c, crd::NAMES_ACCEPTED) && !changed.iter().any(|x| Arc::ptr_eq(x, c))
+            });
+            let todo: Vec<&Arc<Value>> = changed.iter().copied().chain(waiting).collect();
+            for c in &todo {
+                seen.insert(crd::str_at(c, "/metadata/name").to_owned(), (rv(c), crd::str_at(c, "/spec/group").to_owned()));
+            }
+            todo
+        };
+        let empty = names::GroupNames::default();
+        for crd in todo {
             let name = crd::str_at(crd, "/metadata/name").to_owned();
             let deleting = crd.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+            let group_names = granted.get(crd::str_at(crd, "/spec/group")).unwrap_or(&empty);
             let result = if deleting {
                 if crd::strings_at(crd, "/metadata/finalizers").iter().any(|f| f == CLEANUP_FINALIZER) {
                     self.finalize(&name).await
                 } else {
                     Ok(())
                 }
-            } else if names::desired_status(crd, crds.iter().map(|c| c.as_ref())).is_some() {
-                self.write_status(&name, |current, all| names::desired_status(current, all.iter())).await
+            } else if names::desired_status(crd, group_names).is_some() {
+                self.write_status(&name, |current| names::desired_status(current, group_names)).await
             } else {
                 Ok(())
             };
-            if let Err(e) = result {
-                // A conflict with another replica's write is retried on the next event.
-                if e.code != 409 {
-                    tracing::warn!(crd = name, "CRD controller: {}", e.message);
+            match result {
+                // Deletions in progress are looked at again at the next resync.
+                Ok(()) if deleting => self.forget(&name),
+                Ok(()) => {}
+                Err(e) => {
+                    self.forget(&name);
+                    // A conflict with another replica's write is retried at once on its event.
+                    if e.code != 409 {
+                        tracing::warn!(crd = name, "CRD controller: {}", e.message);
+                    }
                 }
             }
         }
     }
 
+    /// Makes the next pass look at `name` again.
+    fn forget(&self, name: &str) {
+        self.reconciled.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    }
+
     /// Writes the status `desired` computes from the stored CRD (None: nothing to write).
-    async fn write_status(&self, name: &str, desired: impl Fn(&Value, &[Value]) -> Option<Value> + Send + Sync) -> Result<(), ApiError> {
-        let all: Vec<Value> = self.crds().iter().map(|c| c.as_ref().clone()).collect();
+    async fn write_status(&self, name: &str, desired: impl Fn(&Value) -> Option<Value> + Send + Sync) -> Result<(), ApiError> {
         let strategy = CrdStrategy(self.crd_spec);
         self.rest
             .update_with(&strategy, None, name, WriteTarget::Status, false, WriteHooks::default(), |current| {
                 let mut next = current.clone();
-                if let Some(status) = desired(current, &all) {
+                if let Some(status) = desired(current) {
                     next["status"] = status;
                 }
                 Ok(next)
@@ -123,7 +166,7 @@ impl ExtensionsTier {
 
     async fn set_terminating(&self, name: &str, state: &str, reason: &str, message: &str) -> Result<(), ApiError> {
         let (state, reason, message) = (state.to_owned(), reason.to_owned(), message.to_owned());
-        self.write_status(name, move |current, _| {
+        self.write_status(name, move |current| {
             let mut status = current.get("status").and_then(Value::as_object).cloned().unwrap_or_default();
             crd::set_condition(&mut status, TERMINATING, &state, &reason, &message);
             let status = Value::Object(status);
@@ -192,17 +235,31 @@ impl ExtensionsTier {
             let (_, revision) = cache.list(&prefix);
             let Ok(mut watcher) = cache.watch(&prefix, WatchStart::After(revision), all.clone()) else { return };
             self.refresh().await;
-            self.reconcile().await;
+            self.reconcile(true).await;
             loop {
                 match tokio::time::timeout(RESYNC, watcher.next()).await {
                     Ok(Some(WatchItem::Event { .. })) => {
+                        // A burst of CRD writes is handled as one change.
+                        let mut ended = false;
+                        while let Ok(next) = tokio::time::timeout(Duration::ZERO, watcher.next()).await {
+                            match next {
+                                Some(WatchItem::Terminated { .. }) | None => {
+                                    ended = true;
+                                    break;
+                                }
+                                Some(_) => {}
+                            }
+                        }
                         self.refresh().await;
-                        self.reconcile().await;
+                        self.reconcile(false).await;
+                        if ended {
+                            break;
+                        }
                     }
                     Ok(Some(WatchItem::Bookmark(_) | WatchItem::InitialEventsEnd(_))) => {}
                     Ok(Some(WatchItem::Terminated { .. })) => break,
                     Ok(None) => return,
-                    Err(_) => self.reconcile().await,
+                    Err(_) => self.reconcile(true).await,
                 }
             }
         }
@@ -270,6 +327,7 @@ impl TierBuilder for ExtensionsTierBuilder {
                 crd_scope,
                 served: RwLock::new(Arc::new(Served::default())),
                 refreshing: tokio::sync::Mutex::new(()),
+                reconciled: Mutex::new(HashMap::new()),
             });
             // The CRD cache is loaded already (the watch caches start with every built-in
             // resource): the informers are synced and the first snapshot is complete.

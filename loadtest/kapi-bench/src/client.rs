@@ -102,11 +102,32 @@ impl Conn {
         path: &str,
         body: Option<Bytes>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+        self.start_accepting(method, path, body, None).await
+    }
+
+    /// A GET with an `Accept` header (aggregated discovery), read whole.
+    pub async fn get_accepting(&mut self, path: &str, accept: &str) -> Result<(StatusCode, Bytes), String> {
+        let resp = self.start_accepting(Method::GET, path, None, Some(accept)).await?;
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((status, bytes))
+    }
+
+    async fn start_accepting(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        accept: Option<&str>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
         self.sender.ready().await.map_err(|e| e.to_string())?;
         let mut req = Request::builder()
             .method(method)
             .uri(path)
             .header("host", "localhost");
+        if let Some(accept) = accept {
+            req = req.header("accept", accept);
+        }
         if body.is_some() {
             req = req.header("content-type", "application/json");
         }

@@ -7,6 +7,7 @@
 
 mod authz;
 mod client;
+mod crds;
 mod replicas;
 mod stats;
 
@@ -61,6 +62,9 @@ enum Section {
     /// Several replicas on one SQLite file: cross-replica watch latency (NATS vs polling),
     /// throughput through 1 vs 3 replicas.
     Replicas,
+    /// Many generated CRDs: time to Established, RSS per CRD, discovery and OpenAPI answer
+    /// times, custom resources beside ConfigMaps.
+    Crds,
 }
 
 struct Plan {
@@ -622,6 +626,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     if wants(Section::Replicas) {
         let nats = cli.nats_server.as_deref();
         report.push_str(&replicas::run(&cli.kapi_bin, nats, cli.quick).await?);
+    }
+    if wants(Section::Crds) {
+        report.push_str(&crds::run(&cli.kapi_bin, cli.quick).await?);
     }
     Ok(report)
 }
