@@ -252,6 +252,10 @@ fn two_served_versions_share_storage() {
     assert_eq!(groups["preferredVersion"]["version"], "v1", "{groups}");
     assert_eq!(groups["versions"].as_array().map(|v| v.iter().map(|x| x["version"].clone()).collect::<Vec<_>>()), Some(vec![json!("v1"), json!("v1alpha1")]));
 
+    // Both versions are stored as v1: discovery gives them the same storageVersionHash.
+    let hash = |v: &str| kapi.get_json(&format!("/apis/demo.io/{v}"))["resources"][0]["storageVersionHash"].clone();
+    assert!(hash("v1").as_str().is_some_and(|h| h.len() == 12), "{}", hash("v1"));
+    assert_eq!(hash("v1"), hash("v1alpha1"));
     let created = kapi.request(&Request::new("POST", "/apis/demo.io/v1alpha1/apps").json(
         &json!({"apiVersion": "demo.io/v1alpha1", "kind": "App", "metadata": {"name": "a"}, "spec": {"image": "nginx"}}),
     ));

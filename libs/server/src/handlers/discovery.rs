@@ -2,7 +2,7 @@
 //! `/apis`, `/apis/<g>`, `/apis/<g>/<v>` and aggregated discovery v2 (what kubectl 1.26+ asks
 //! for first). Custom resource groups appear and go with their CRDs.
 
-use kapi_registry::catalog::ResourceSpec;
+use kapi_registry::catalog::{ResourceSpec, Serving};
 use serde_json::{json, Map, Value};
 
 use crate::tier::Chain;
@@ -56,7 +56,16 @@ fn strs(v: &[&str]) -> Value {
     Value::Array(v.iter().map(|s| Value::String((*s).to_owned())).collect())
 }
 
-fn resource_entry(r: &ResourceSpec) -> Value {
+/// kube's `storageVersionHash`: the first 8 bytes of SHA-256 over the storage version's
+/// `<group>/<version>/<kind>`, base64. Tools (the storage version migrator) compare it to
+/// notice that a resource's storage version changed.
+pub fn storage_version_hash(storage: &ResourceSpec) -> String {
+    use base64::Engine;
+    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{}/{}/{}", storage.group, storage.version, storage.kind).as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8])
+}
+
+fn resource_entry(chain: &Chain, r: &ResourceSpec) -> Value {
     let mut e = Map::new();
     e.insert("name".into(), r.resource.into());
     e.insert("singularName".into(), r.singular.into());
@@ -69,6 +78,11 @@ fn resource_entry(r: &ResourceSpec) -> Value {
     if !r.categories.is_empty() {
         e.insert("categories".into(), strs(r.categories));
     }
+    if r.serving == Serving::Stored {
+        if let Some(scope) = chain.scope(r.group, r.version, r.resource) {
+            e.insert("storageVersionHash".into(), storage_version_hash(scope.strategy().spec()).into());
+        }
+    }
     Value::Object(e)
 }
 
@@ -79,7 +93,7 @@ pub fn api_resource_list(chain: &Chain, group: &str, version: &str) -> Option<Va
     }
     let mut resources = Vec::new();
     for r in chain.resources_in(group, version) {
-        resources.push(resource_entry(r));
+        resources.push(resource_entry(chain, r));
         for s in r.subresources {
             let mut e = Map::new();
             e.insert("name".into(), format!("{}/{}", r.resource, s.name).into());
