@@ -10,11 +10,13 @@
 //!   defaulting, printer columns, scale, selectable fields).
 //! - [`names`]: the status the naming, establishing and approval controllers converge to.
 //! - [`served`]: the snapshot of served CRDs.
+//! - [`openapi`]: the OpenAPI v2/v3 parts of served CRDs, published into the server's documents.
 #![warn(missing_docs)]
 
 pub mod crd;
 pub mod custom;
 pub mod names;
+pub mod openapi;
 pub mod served;
 pub mod tier;
 mod version;

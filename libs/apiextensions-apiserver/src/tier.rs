@@ -39,6 +39,8 @@ pub struct ExtensionsTier {
     crd_scope: Arc<dyn ResourceScope>,
     served: RwLock<Arc<Served>>,
     refreshing: tokio::sync::Mutex<()>,
+    /// Publishes the OpenAPI parts of the served CRDs into the server's documents.
+    openapi: crate::openapi::Publisher,
     /// CRDs the controllers have looked at: name -> (resourceVersion, group).
     reconciled: Mutex<HashMap<String, (String, String)>>,
 }
@@ -79,6 +81,8 @@ impl ExtensionsTier {
         for prefix in old.difference(&new) {
             self.rest.caches().remove(prefix).await;
         }
+        let served = self.snapshot();
+        self.openapi.publish(crds.iter().map(|c| c.as_ref()).filter(|c| served.serves(crd::str_at(c, "/metadata/name"))));
     }
 
     /// One pass of kube's CRD controllers: names and conditions (naming, establishing, API
@@ -327,6 +331,7 @@ impl TierBuilder for ExtensionsTierBuilder {
                 crd_scope,
                 served: RwLock::new(Arc::new(Served::default())),
                 refreshing: tokio::sync::Mutex::new(()),
+                openapi: crate::openapi::Publisher::new(ctx.openapi.clone()),
                 reconciled: Mutex::new(HashMap::new()),
             });
             // The CRD cache is loaded already (the watch caches start with every built-in

@@ -14,17 +14,19 @@ mod messages;
 mod patch_meta;
 mod patch_schema;
 mod apply_schema;
+mod custom;
 mod paths;
 mod quantity;
 mod render;
 mod v2_proto;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+pub use custom::CustomPart;
 pub use fields::FieldProblems;
 pub use apply_schema::{apply_schema, ApplyNode};
 pub use patch_schema::{patch_schema, SchemaNode};
@@ -54,12 +56,19 @@ pub struct ServedResource {
     pub subresources: Vec<String>,
 }
 
-/// The rendered documents, built together on first request.
+/// The rendered documents, built together on first request, and the pieces the documents
+/// with custom parts are merged from.
 struct Built {
     v2: Bytes,
     v2_protobuf: Bytes,
     v3_index: Bytes,
     v3: HashMap<String, Bytes>,
+    /// v2 path items of the built-in resources.
+    v2_paths: BTreeMap<String, Value>,
+    /// Definitions of served kinds k8s-openapi does not know (beside `definitions()`).
+    extra: Map<String, Value>,
+    /// The built-in entries of the v3 index.
+    v3_index_entries: Map<String, Value>,
 }
 
 /// OpenAPI documents and field checks for a fixed set of served resources.
@@ -67,9 +76,13 @@ struct Built {
 /// Building the documents takes a noticeable moment (hundreds of schemas), so it happens
 /// lazily on the first document request; call [`OpenApi::warm`] from a blocking context at
 /// startup to keep that off request paths.
+///
+/// Custom resources come and go at run time: [`OpenApi::set_custom_parts`] swaps their parts;
+/// the documents that include them are rebuilt on the next request, once per change.
 pub struct OpenApi {
     served: Vec<ServedResource>,
     built: OnceLock<Built>,
+    custom: RwLock<Arc<custom::CustomDocs>>,
 }
 
 impl OpenApi {
@@ -78,7 +91,23 @@ impl OpenApi {
         OpenApi {
             served,
             built: OnceLock::new(),
+            custom: RwLock::new(Arc::default()),
         }
+    }
+
+    /// Replaces the custom parts (every served version of every Established CRD). Only the
+    /// documents the change touches are dropped: v2, its protobuf form, the v3 index and the
+    /// v3 documents of group versions whose parts differ. Cheap: nothing is rendered here.
+    pub fn set_custom_parts(&self, parts: Vec<Arc<CustomPart>>) {
+        let mut custom = self.custom.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(next) = custom::CustomDocs::next(&custom, parts) {
+            *custom = Arc::new(next);
+        }
+    }
+
+    fn custom(&self) -> Option<Arc<custom::CustomDocs>> {
+        let custom = self.custom.read().unwrap_or_else(|p| p.into_inner()).clone();
+        (!custom.is_empty()).then_some(custom)
     }
 
     /// Builds the definitions and every document now (CPU-bound; run it on a blocking thread).
@@ -88,30 +117,46 @@ impl OpenApi {
 
     /// `GET /openapi/v2`: the Swagger 2.0 document (JSON).
     pub fn v2(&self) -> Bytes {
-        self.built().v2.clone()
+        match self.custom() {
+            Some(custom) => custom.v2(self.built()),
+            None => self.built().v2.clone(),
+        }
     }
 
     /// `GET /openapi/v2` in gnostic's protobuf form (`openapi.v2.Document`), which kubectl
     /// 1.27 and 1.28 ask for before `explain` and client-side validation.
     pub fn v2_protobuf(&self) -> Bytes {
-        self.built().v2_protobuf.clone()
+        match self.custom() {
+            Some(custom) => custom.v2_protobuf(self.built()),
+            None => self.built().v2_protobuf.clone(),
+        }
     }
 
     /// `GET /openapi/v3`: the index of group-version documents with their content hashes.
     pub fn v3_index(&self) -> Bytes {
-        self.built().v3_index.clone()
+        match self.custom() {
+            Some(custom) => custom.v3_index(self.built()),
+            None => self.built().v3_index.clone(),
+        }
     }
 
     /// `GET /openapi/v3/<gv path>` (`api/v1`, `apis/apps/v1`): the OpenAPI 3.0 document of one
     /// group version; None for a group version that is not served.
     pub fn v3_group_version(&self, gv_path: &str) -> Option<Bytes> {
         let key = gv_path.trim_matches('/');
-        self.built().v3.get(key).cloned()
+        if let Some(doc) = self.built().v3.get(key) {
+            return Some(doc.clone());
+        }
+        self.custom()?.v3_group_version(self.built(), key).map(|(doc, _)| doc)
     }
 
     /// The hash the v3 index advertises for a group version, for `?hash=` cache validation.
     pub fn v3_hash(&self, gv_path: &str) -> Option<String> {
-        self.v3_group_version(gv_path).map(|doc| fnv_hex(&doc))
+        let key = gv_path.trim_matches('/');
+        if let Some(doc) = self.built().v3.get(key) {
+            return Some(fnv_hex(doc));
+        }
+        self.custom()?.v3_group_version(self.built(), key).map(|(_, hash)| hash)
     }
 
     /// Unknown fields, duplicate fields and type errors of `obj`, a `group/version, Kind`
@@ -167,6 +212,13 @@ impl OpenApi {
     }
 }
 
+/// A property of a built-in definition (`io.k8s.api.core.v1.ConfigMap`, `apiVersion`), so that
+/// the parts of custom resources describe `apiVersion`, `kind` and `metadata` with the very
+/// words the built-in kinds use.
+pub fn builtin_property(definition: &str, property: &str) -> Option<Value> {
+    definitions().defs.get(definition)?.get("properties")?.get(property).cloned()
+}
+
 /// `api/v1` or `apis/<group>/<version>`: the key of a group version in the v3 index.
 fn gv_key(group: &str, version: &str) -> String {
     paths::gv_prefix(group, version)
@@ -202,16 +254,17 @@ fn build(served: &[ServedResource]) -> Built {
     let lookup = |name: &str| all_defs.get(name).copied();
 
     // Serialized from references: the definitions are not copied for the v2 document.
+    let borrowed_paths: BTreeMap<&str, &Value> = v2_paths.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let v2 = SwaggerDocument {
         swagger: "2.0",
         info: json!({ "title": "Kubernetes", "version": INFO_VERSION }),
-        paths: &v2_paths,
+        paths: &borrowed_paths,
         definitions: &all_defs,
         security_definitions: json!({ "BearerToken": security_scheme() }),
         security: json!([{ "BearerToken": [] }]),
     };
     let v2 = Bytes::from(serde_json::to_vec(&v2).unwrap_or_default());
-    drop(v2_paths);
+    drop(borrowed_paths);
     let v2_protobuf = Bytes::from(v2_proto::document(&serde_json::from_slice(&v2).unwrap_or(Value::Null)));
 
     let mut v3 = HashMap::new();
@@ -242,8 +295,11 @@ fn build(served: &[ServedResource]) -> Built {
     Built {
         v2,
         v2_protobuf,
-        v3_index: Bytes::from(serde_json::to_vec(&json!({ "paths": index })).unwrap_or_default()),
+        v3_index: Bytes::from(serde_json::to_vec(&json!({ "paths": &index })).unwrap_or_default()),
         v3,
+        v2_paths,
+        extra,
+        v3_index_entries: index,
     }
 }
 
@@ -252,7 +308,7 @@ fn build(served: &[ServedResource]) -> Built {
 struct SwaggerDocument<'a> {
     swagger: &'static str,
     info: Value,
-    paths: &'a BTreeMap<String, Value>,
+    paths: &'a BTreeMap<&'a str, &'a Value>,
     definitions: &'a BTreeMap<&'a str, &'a Value>,
     #[serde(rename = "securityDefinitions")]
     security_definitions: Value,
