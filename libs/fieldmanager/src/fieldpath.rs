@@ -231,7 +231,9 @@ impl FieldSet {
         out
     }
 
-    /// Every path in the set, in order.
+    /// Every path in the set, in SMD's iteration order: at each level the members, then the
+    /// children's paths (kube lists apply conflicts in this order: `.spec.replicas` before
+    /// `.spec.ports[name="http"].port`).
     pub fn paths(&self) -> Vec<Path> {
         let mut out = Vec::new();
         self.collect(&Path::default(), &mut out);
@@ -239,15 +241,9 @@ impl FieldSet {
     }
 
     fn collect(&self, prefix: &Path, out: &mut Vec<Path>) {
-        let keys: BTreeSet<&PathElement> = self.members.iter().chain(self.children.keys()).collect();
-        for k in keys {
-            let p = prefix.child(k.clone());
-            if self.members.contains(k) {
-                out.push(p.clone());
-            }
-            if let Some(c) = self.children.get(k) {
-                c.collect(&p, out);
-            }
+        out.extend(self.members.iter().map(|k| prefix.child(k.clone())));
+        for (k, c) in &self.children {
+            c.collect(&prefix.child(k.clone()), out);
         }
     }
 
@@ -335,5 +331,16 @@ mod tests {
         assert!(a.recursive_difference(&b).is_empty());
         assert_eq!(a.intersection(&b).paths(), vec![Path::fields(&["d"])]);
         assert_eq!(a.union(&b).paths().len(), 4);
+    }
+
+    #[test]
+    fn paths_list_members_before_children_as_smd_iterates() {
+        let set = FieldSet::from_paths(&[
+            Path::fields(&["spec", "ports", "port"]),
+            Path::fields(&["spec", "replicas"]),
+            Path::fields(&["metadata", "labels", "a"]),
+        ]);
+        let order: Vec<String> = set.paths().iter().map(ToString::to_string).collect();
+        assert_eq!(order, [".metadata.labels.a", ".spec.replicas", ".spec.ports.port"]);
     }
 }

@@ -56,6 +56,26 @@ pub trait TypeSchema: Sized + Clone {
     }
 }
 
+/// A schema without type information, structured-merge-diff's deduced type: every object is
+/// a granular map, every list atomic. kube types custom resources of CRDs without a schema
+/// this way, and the subtrees a schema leaves open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deduced;
+
+impl TypeSchema for Deduced {
+    fn shape(&self) -> Shape {
+        Shape::Untyped
+    }
+
+    fn field(&self, _name: &str) -> (Self, bool) {
+        (Deduced, false)
+    }
+
+    fn items(&self) -> Self {
+        Deduced
+    }
+}
+
 /// The shape an untyped node takes from its value.
 pub(crate) fn effective_shape<S: TypeSchema>(schema: &S, value: Option<&Value>) -> Shape {
     match schema.shape() {

@@ -12,6 +12,7 @@
 //! check (`kind: must be ...`), which the strategy does with apimachinery's object-meta rules;
 //! `x-kubernetes-validations` (CEL), which needs a CEL evaluator; scale subresource paths.
 
+pub mod apply;
 mod default;
 mod formats;
 mod formats_net;
