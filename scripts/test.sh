@@ -40,6 +40,11 @@ if ! python3 -c 'import kubernetes' 2>/dev/null; then
   log "installing the Python kubernetes client"
   pip_install 'kubernetes==37.*'
 fi
+# kopf: the Python operator framework of tests/e2e/tests/operator_kopf.rs (pinned)
+if ! python3 -c 'import kopf, sys; sys.exit(not kopf.__version__.startswith("1.45."))' 2>/dev/null; then
+  log "installing kopf"
+  pip_install 'kopf==1.45.*'
+fi
 
 # --- kubectl: the e2e tests use the default kubectl and kubectl.1.27 --------------------------
 command -v kubectl >/dev/null || { echo "kubectl is required (kubectl and kubectl.1.27 next to it)"; exit 1; }
