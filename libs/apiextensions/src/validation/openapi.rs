@@ -150,6 +150,10 @@ pub(crate) fn validate_validation(
     let mut schema_errs = Vec::new();
     let mut cel_errs = Vec::new();
     validate_openapi_schema(schema, &schema_path, &ssv, true, opts, &mut schema_errs, &mut cel_errs);
+    if rules_checked && schema_errs.is_empty() {
+        // CEL compilation and cost checks, only on schemas whose keywords are all valid
+        cel_errs.extend(crate::cel::validate_crd_schema(schema, schema_path.as_str(), false));
+    }
     causes.extend(schema_errs);
     causes.extend(cel_errs);
     if causes.is_empty() {

@@ -272,7 +272,7 @@ fn validation_rule_shapes() {
 fn transition_rules_need_correlatable_values() {
     assert_create(
         widget_with_schema(
-            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"l": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}, "x-kubernetes-validations": [{"rule": "self.l.size() > 0", "optionalOldSelf": true}]}}}),
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"l": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10, "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}, "x-kubernetes-validations": [{"rule": "self.l.size() > 0", "optionalOldSelf": true}]}}}),
         ),
         &[
             r#"spec.validation.openAPIV3Schema.properties[spec].properties[l].items.x-kubernetes-validations[0].rule: Invalid value: "self == oldSelf": oldSelf cannot be used on the uncorrelatable portion of the schema within spec.validation.openAPIV3Schema.properties[spec].properties[l]"#,
