@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kapi_apiextensions::printer::{field_value, selectable_field_name, JsonPath, TableConvertor};
+use kapi_apiextensions::cel::CelValidator;
 use kapi_apiextensions::schema::Structural;
 use kapi_apimachinery::validation::{validate_object_meta, NameRule};
 use kapi_apimachinery::{ApiError, Cause, GroupResource};
@@ -47,6 +48,8 @@ pub struct CustomStrategy {
     pub schema: Option<Arc<Structural>>,
     /// `selectableFields`: field-selector name and path.
     pub selectable: Vec<(String, JsonPath)>,
+    /// The storage version's `x-kubernetes-validations`, compiled once with the schema.
+    pub cel: Option<Arc<CelValidator>>,
 }
 
 impl CustomStrategy {
@@ -80,6 +83,9 @@ impl Strategy for CustomStrategy {
         if let Some(schema) = &self.schema {
             causes.extend(schema.validate(obj));
         }
+        if let Some(cel) = &self.cel {
+            causes.extend(cel.validate(obj));
+        }
         causes
     }
 
@@ -87,6 +93,9 @@ impl Strategy for CustomStrategy {
         let mut causes = self.meta_causes(new);
         if let Some(schema) = &self.schema {
             causes.extend(schema.validate_update(new, old));
+        }
+        if let Some(cel) = &self.cel {
+            causes.extend(cel.validate_update(new, old));
         }
         causes
     }

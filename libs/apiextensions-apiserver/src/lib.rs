@@ -21,4 +21,7 @@ pub mod served;
 pub mod tier;
 mod version;
 
+#[cfg(test)]
+mod cel_tests;
+
 pub use tier::{ExtensionsTier, ExtensionsTierBuilder};

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use kapi_apiextensions::printer::TableConvertor;
+use kapi_apiextensions::cel::CelValidator;
 use kapi_apiextensions::schema::Structural;
 use kapi_registry::catalog::{intern, ResourceSpec, Serving, SubresourceSpec};
 use kapi_server::scope::ResourceScope;
@@ -183,7 +184,9 @@ fn entry(crd: &Value) -> Result<Option<CrdEntry>, String> {
     let storage_fields = selectable_fields(storage.get("selectableFields"));
     let storage_names: Vec<String> = storage_fields.iter().map(|(n, _)| n.clone()).collect();
     let storage_spec = spec_of(crd, storage, &storage_names);
-    let strategy = Arc::new(CustomStrategy { spec: storage_spec, schema: schema_of(storage)?, selectable: storage_fields });
+    let schema = schema_of(storage)?;
+    let cel = schema.as_deref().map(CelValidator::new).filter(|c| !c.is_empty()).map(Arc::new);
+    let strategy = Arc::new(CustomStrategy { spec: storage_spec, schema, selectable: storage_fields, cel });
     let terminating = crd.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
     let mut served = Vec::new();
     for version in versions.iter().filter(|v| v.get("served").and_then(Value::as_bool) == Some(true)) {
