@@ -69,7 +69,7 @@ impl Walk {
     fn observe(&mut self, path: String, cost: u64) {
         self.total = self.total.saturating_add(cost);
         self.most_expensive.push((path, cost));
-        self.most_expensive.sort_by(|a, b| b.1.cmp(&a.1));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
         self.most_expensive.truncate(4);
     }
 
