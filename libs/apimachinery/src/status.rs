@@ -249,6 +249,12 @@ impl ApiError {
         }
     }
 
+    /// 405 for a method the path does not serve at all (`PUT` on a collection, `POST` on an
+    /// object): kube's router answers before any resource handler runs.
+    pub fn method_not_allowed() -> Self {
+        Self::new(405, StatusReason::MethodNotAllowed, "the server does not allow this method on the requested resource")
+    }
+
     /// 410 Expired for a compacted resourceVersion (`too old resource version: 5 (10)`).
     pub fn resource_expired(message: impl Into<String>) -> Self {
         Self::new(410, StatusReason::Expired, message)

@@ -22,15 +22,23 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
+/// JSON as kube writes it: Go's `json.Encoder` ends every document with a newline, and
+/// clients compare error texts byte for byte.
+pub fn json_bytes(value: &impl serde::Serialize) -> Bytes {
+    let mut bytes = serde_json::to_vec(value).unwrap_or_default();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
 /// Encodes a JSON value in the negotiated encoding. YAML that cannot be written falls back to
 /// JSON (YAML is a superset), so the answer is always decodable.
 pub fn encode(value: &Value, output: Output) -> Result<Bytes, ProtobufError> {
     Ok(match output.encoding {
         Encoding::Yaml => match serde_saphyr::to_string(value) {
             Ok(s) => Bytes::from(s),
-            Err(_) => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            Err(_) => json_bytes(value),
         },
-        Encoding::Json => Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+        Encoding::Json => json_bytes(value),
         Encoding::Protobuf => Codec::global().encode(value)?,
     })
 }
@@ -44,7 +52,7 @@ pub fn object(status: StatusCode, value: &Value, output: Output) -> Response<Bod
             // Negotiation only picks protobuf for kinds that have a message, so this is a bug.
             tracing::error!(kind = ?value.get("kind"), "protobuf encoding failed: {e}");
             let err = ApiError::internal(format!("encoding the response as protobuf: {e}"));
-            let mut resp = Response::new(full(serde_json::to_vec(&err.to_status()).unwrap_or_default()));
+            let mut resp = Response::new(full(json_bytes(&err.to_status())));
             *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
             resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             return resp;

@@ -195,6 +195,17 @@ async fn dispatch(
     if !info.subresource.is_empty() {
         return subresource(srv, scope, info, ns, query, output, content_type, caller, body).await;
     }
+    // Collection paths serve list, watch, create and deletecollection; object paths get,
+    // update, patch and delete. Any other method on a path has no route in kube (405).
+    let collection = info.name.is_empty();
+    let routed = match info.verb.as_str() {
+        "update" | "patch" | "get" | "delete" => !collection,
+        "create" | "deletecollection" | "list" => collection,
+        _ => true,
+    };
+    if !routed {
+        return Err(ApiError::method_not_allowed());
+    }
     if !spec.supports(&info.verb) {
         return Err(ApiError::method_not_supported(&gr, &info.verb));
     }
@@ -413,7 +424,10 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
                     metadata: &meta,
                     items: ItemsRef { items: &items, typed },
                 };
-                serde_json::to_vec(&list)
+                serde_json::to_vec(&list).map(|mut bytes| {
+                    bytes.push(b'\n');
+                    bytes
+                })
             })
             .await
             .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?
