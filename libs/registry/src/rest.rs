@@ -51,6 +51,9 @@ impl<'a> WriteHooks<'a> {
     }
 }
 
+/// What an asynchronous read-modify-write step answers: the desired object.
+pub type MutateFuture<'m> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value>> + Send + 'm>>;
+
 /// How often a patch or unconditional update retries after losing a race to another writer.
 const MAX_UPDATE_RETRIES: usize = 8;
 /// kube's `utilrand` alphabet for generateName suffixes (no vowels, no confusable digits).
@@ -621,6 +624,28 @@ impl RestStore {
         hooks: WriteHooks<'_>,
         mut mutate: impl FnMut(&Value) -> Result<Value> + Send,
     ) -> Result<Value> {
+        self.update_with_async(strategy, namespace, name, target, dry_run, hooks, |current| {
+            let next = mutate(current);
+            Box::pin(std::future::ready(next))
+        })
+        .await
+    }
+
+    /// [`RestStore::update_with`] whose `mutate` may wait (a conversion webhook between the
+    /// stored and the requested version): it gets the current object (to copy what the wait
+    /// needs) and answers the desired one, and is called again with the new current object when
+    /// another writer won the race.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn update_with_async<'m>(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        target: WriteTarget,
+        dry_run: bool,
+        hooks: WriteHooks<'_>,
+        mut mutate: impl FnMut(&Value) -> MutateFuture<'m> + Send,
+    ) -> Result<Value> {
         let spec = strategy.spec();
         let gr = group_resource(spec);
         let key = object_key(spec, namespace, name);
@@ -629,7 +654,7 @@ impl RestStore {
                 return Err(ApiError::not_found(&gr, name));
             };
             let old = decode_stored(&kv)?;
-            let mut new = mutate(&old)?;
+            let mut new = mutate(&old).await?;
             Self::check_type_and_namespace(spec, &mut new, namespace)?;
             if meta_str(&new, "name") != Some(name) {
                 return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
