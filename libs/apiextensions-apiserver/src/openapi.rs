@@ -112,18 +112,33 @@ pub fn crd_parts(crd: &Value) -> Vec<CustomPart> {
     parts
 }
 
+/// The parts of one CRD at one resourceVersion.
+type Cached = (String, Vec<Arc<CustomPart>>);
+
 /// Publishes the parts of the served CRDs into the shared documents, computing each CRD's
 /// parts once per resourceVersion (as `Served::build` reuses its entries).
+#[derive(Clone)]
 pub struct Publisher {
     openapi: Arc<OpenApi>,
-    /// CRD name -> (resourceVersion, parts).
-    cache: Mutex<HashMap<String, (String, Vec<Arc<CustomPart>>)>>,
+    /// CRD name -> its parts.
+    cache: Arc<Mutex<HashMap<String, Cached>>>,
 }
 
 impl Publisher {
     /// A publisher into `openapi` (the server's documents, from the tier context).
     pub fn new(openapi: Arc<OpenApi>) -> Self {
-        Self { openapi, cache: Mutex::new(HashMap::new()) }
+        Self { openapi, cache: Arc::default() }
+    }
+
+    /// [`Publisher::publish`] on a blocking thread: the first publish after start computes
+    /// the parts of every CRD, which must not stall the runtime. Awaited, so that publishes
+    /// stay in the order of the refreshes.
+    pub async fn publish_crds(&self, crds: Vec<Arc<Value>>) {
+        let publisher = self.clone();
+        let task = tokio::task::spawn_blocking(move || publisher.publish(crds.iter().map(|c| c.as_ref())));
+        if let Err(e) = task.await {
+            tracing::error!("publishing the OpenAPI parts of custom resources: {e}");
+        }
     }
 
     /// Makes the documents describe exactly `crds` (the served ones). Nothing is rendered

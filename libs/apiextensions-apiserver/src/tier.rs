@@ -82,7 +82,7 @@ impl ExtensionsTier {
             self.rest.caches().remove(prefix).await;
         }
         let served = self.snapshot();
-        self.openapi.publish(crds.iter().map(|c| c.as_ref()).filter(|c| served.serves(crd::str_at(c, "/metadata/name"))));
+        self.openapi.publish_crds(crds.into_iter().filter(|c| served.serves(crd::str_at(c, "/metadata/name"))).collect()).await;
     }
 
     /// One pass of kube's CRD controllers: names and conditions (naming, establishing, API

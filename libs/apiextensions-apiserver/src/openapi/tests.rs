@@ -162,7 +162,7 @@ fn namespaced_paths_with_status_and_scale() {
     assert_eq!(
         paths,
         [
-            &format!("{ns}"),
+            &ns.to_owned(),
             &format!("{ns}/{{name}}"),
             &format!("{ns}/{{name}}/scale"),
             &format!("{ns}/{{name}}/status"),
@@ -288,4 +288,50 @@ fn publisher_computes_once_per_resource_version() {
     assert!(openapi.v3_group_version("apis/example.com/v1").is_none());
     let v2: Value = serde_json::from_slice(&openapi.v2()).expect("json");
     assert!(v2["definitions"].get("com.example.v1.Widget").is_none());
+}
+
+/// Rebuild costs with many CRDs (`KAPI_OPENAPI_CRDS`, default 2000, ten kinds per group
+/// version) over the full built-in catalog: `cargo test -p kapi-apiextensions-apiserver
+/// --release -- --ignored --nocapture rebuild_cost`.
+#[test]
+#[ignore = "measurement; run by hand"]
+fn rebuild_cost_with_many_crds() {
+    let n: usize = std::env::var("KAPI_OPENAPI_CRDS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let openapi = Arc::new(OpenApi::new(kapi_server::handlers::openapi::served_resources()));
+    openapi.warm();
+    let make = |i: usize, rv: &str| {
+        let mut c = full();
+        c["metadata"]["name"] = json!(format!("widget{i}s.g{}.example.com", i / 10));
+        c["metadata"]["resourceVersion"] = json!(rv);
+        c["spec"]["group"] = json!(format!("g{}.example.com", i / 10));
+        c["spec"]["names"] = json!({ "kind": format!("Widget{i}"), "plural": format!("widget{i}s") });
+        c
+    };
+    let crds: Vec<Value> = (0..n).map(|i| make(i, "1")).collect();
+    let publisher = Publisher::new(openapi.clone());
+    let timed = |what: &str, f: &mut dyn FnMut() -> usize| {
+        let started = std::time::Instant::now();
+        let size = f();
+        eprintln!("{n} CRDs: {what}: {:?} ({size} bytes)", started.elapsed());
+    };
+    timed("publish all (parts)", &mut || {
+        publisher.publish(crds.iter());
+        0
+    });
+    timed("v3 index (every group-version document)", &mut || openapi.v3_index().len());
+    timed("v2", &mut || openapi.v2().len());
+    timed("v2 protobuf", &mut || openapi.v2_protobuf().len());
+    let mut changed = crds.clone();
+    changed[5] = make(5, "2");
+    changed[5]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = json!("A changed widget.");
+    timed("publish after one CRD changed", &mut || {
+        publisher.publish(changed.iter());
+        0
+    });
+    timed("v3 index after the change (one document rebuilt)", &mut || openapi.v3_index().len());
+    timed("one group-version document (cached)", &mut || {
+        openapi.v3_group_version("apis/g0.example.com/v1").map_or(0, |d| d.len())
+    });
+    timed("v2 after the change", &mut || openapi.v2().len());
+    timed("v2 again (cached)", &mut || openapi.v2().len());
 }
