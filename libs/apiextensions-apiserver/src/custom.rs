@@ -9,8 +9,8 @@ use kapi_apiextensions::cel::CelValidator;
 use kapi_apiextensions::schema::Structural;
 use kapi_apimachinery::validation::{validate_object_meta, NameRule};
 use kapi_apimachinery::{ApiError, Cause, GroupResource};
-use kapi_fieldmanager::Writer;
-use kapi_openapi::{ApplyNode, SchemaNode};
+use kapi_fieldmanager::{track_update, ApplySchema, Deduced, FieldSet, Path, Writer};
+use kapi_openapi::SchemaNode;
 use kapi_registry::catalog::ResourceSpec;
 use kapi_registry::rest::Tracker;
 use kapi_registry::strategy::Strategy;
@@ -219,12 +219,33 @@ impl ResourceScope for CustomScope {
         None
     }
 
-    fn apply_schema(&self) -> Option<ApplyNode> {
-        None
+    /// The served version's structural schema as kube's type converter sees it, `metadata`
+    /// typed as the built-in ObjectMeta; kube deduces the types of schemaless resources.
+    fn apply_schema(&self) -> Option<ApplySchema<'_>> {
+        let meta = kapi_server::field_manager::object_meta()?;
+        Some(match &self.schema {
+            Some(schema) => ApplySchema::new(schema.apply_type(meta)),
+            None => ApplySchema::new(Deduced),
+        })
     }
 
-    fn tracker(&self, _writer: Writer) -> Option<Box<Tracker>> {
-        None
+    /// Compares with the served version's schema, the version the writer speaks, as kube's field
+    /// manager does after converting both objects to it.
+    fn tracker(&self, writer: Writer) -> Option<Box<Tracker>> {
+        let meta = kapi_server::field_manager::object_meta()?;
+        let schema = self.schema.clone();
+        Some(Box::new(move |old: Option<&Value>, new: &mut Value| match &schema {
+            Some(schema) => track_update(old, new, &schema.apply_type(meta), &writer),
+            None => track_update(old, new, &Deduced, &writer),
+        }))
+    }
+
+    /// kube's custom resource status strategy resets `metadata` as well as `spec`.
+    fn reset_fields(&self, subresource: &str) -> FieldSet {
+        match subresource {
+            "status" => FieldSet::from_paths(&[Path::fields(&["metadata"]), Path::fields(&["spec"])]),
+            _ => kapi_server::field_manager::reset_fields(self.served, subresource),
+        }
     }
 
     fn table(&self, items: &mut dyn Iterator<Item = &Value>, list_meta: Value, include: IncludeObject, with_columns: bool) -> Value {

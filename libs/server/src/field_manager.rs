@@ -4,7 +4,8 @@
 
 use kapi_apimachinery::{time as ktime, ApiError, Cause};
 use kapi_fieldmanager::{track_update, FieldSet, Path, Writer};
-use kapi_openapi::apply_schema;
+use kapi_fieldmanager::TypeSchema;
+use kapi_openapi::{apply_schema, ApplyNode};
 use kapi_registry::catalog::ResourceSpec;
 use kapi_registry::conversion;
 use kapi_registry::rest::Tracker;
@@ -41,15 +42,29 @@ pub fn manager(query: &Query, user_agent: Option<&str>) -> Result<String, ApiErr
     Ok(product)
 }
 
-/// The writer of a request on `spec` (the served version) for `subresource` ("" or status).
-pub fn writer(spec: &ResourceSpec, manager: String, subresource: &str) -> Writer {
-    let reset = if subresource == "status" {
+/// The fields built-in strategies reset on a write of `subresource` ("" or status) of `spec`.
+pub fn reset_fields(spec: &ResourceSpec, subresource: &str) -> FieldSet {
+    if subresource == "status" {
         FieldSet::from_paths(&[Path::fields(&["spec"])])
     } else if subresource.is_empty() && spec.has_subresource("status") {
         FieldSet::from_paths(&[Path::fields(&["status"])])
     } else {
         FieldSet::new()
-    };
+    }
+}
+
+/// The writer of a request on the built-in `spec` (the served version) for `subresource`
+/// ("" or status); the server's own writers use it.
+pub fn writer(spec: &ResourceSpec, manager: String, subresource: &str) -> Writer {
+    with_reset(spec, manager, subresource, reset_fields(spec, subresource))
+}
+
+/// The writer of a request on the scope's resource, with the fields its strategy resets.
+pub fn writer_for(scope: &dyn ResourceScope, manager: String, subresource: &str) -> Writer {
+    with_reset(scope.spec(), manager, subresource, scope.reset_fields(subresource))
+}
+
+fn with_reset(spec: &ResourceSpec, manager: String, subresource: &str, reset: FieldSet) -> Writer {
     Writer { manager, api_version: spec.api_version(), subresource: subresource.to_owned(), reset, now: ktime::now_rfc3339() }
 }
 
@@ -61,7 +76,7 @@ pub fn for_request(
     user_agent: Option<&str>,
     subresource: &str,
 ) -> Result<Option<Box<Tracker>>, ApiError> {
-    Ok(scope.tracker(writer(scope.spec(), manager(query, user_agent)?, subresource)))
+    Ok(scope.tracker(writer_for(scope, manager(query, user_agent)?, subresource)))
 }
 
 /// The managedFields tracker for writes of the built-in kind `spec` by `writer` (the server's
@@ -70,4 +85,12 @@ pub fn tracker(spec: &'static ResourceSpec, writer: Writer) -> Option<Box<Tracke
     let stored = conversion::storage_spec(spec);
     let schema = apply_schema(stored.group, stored.version, stored.kind)?;
     Some(Box::new(move |old: Option<&Value>, new: &mut Value| track_update(old, new, &schema, &writer)))
+}
+
+/// The built-in `ObjectMeta` as server-side apply sees it. kube types the `metadata` of custom
+/// resources (and of their embedded resources) with the built-in definition, so the extensions
+/// tier hands this node to the CRD schema's apply type. Every kind's `metadata` is `ObjectMeta`;
+/// a ConfigMap's is taken because it always exists.
+pub fn object_meta() -> Option<ApplyNode> {
+    apply_schema("", "v1", "ConfigMap").map(|cm| cm.field("metadata").0)
 }

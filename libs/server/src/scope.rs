@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use kapi_apimachinery::ApiError;
-use kapi_fieldmanager::Writer;
-use kapi_openapi::{apply_schema, patch_schema, ApplyNode, OpenApi, SchemaNode};
+use kapi_fieldmanager::{ApplySchema, FieldSet, Writer};
+use kapi_openapi::{apply_schema, patch_schema, OpenApi, SchemaNode};
 use kapi_protobuf_codec::Codec;
 use kapi_registry::catalog::ResourceSpec;
 use kapi_registry::conversion;
@@ -46,11 +46,19 @@ pub trait ResourceScope: Send + Sync {
     /// without Go types (custom resources).
     fn patch_schema(&self) -> Option<SchemaNode>;
 
-    /// The schema server-side apply follows; None answers 415.
-    fn apply_schema(&self) -> Option<ApplyNode>;
+    /// The schema server-side apply follows (built-in OpenAPI definitions or a CRD's structural
+    /// schema, behind one type); None answers 415.
+    fn apply_schema(&self) -> Option<ApplySchema<'_>>;
 
     /// The managedFields tracker of writes by `writer`; None leaves managedFields as sent.
     fn tracker(&self, writer: Writer) -> Option<Box<Tracker>>;
+
+    /// The fields a write of `subresource` ("" for the main resource) cannot own because the
+    /// strategy resets them (kube's `GetResetFields`): `status` on the main resource of kinds
+    /// with a status subresource, `spec` on their status.
+    fn reset_fields(&self, subresource: &str) -> FieldSet {
+        crate::field_manager::reset_fields(self.spec(), subresource)
+    }
 
     /// A `meta.k8s.io/v1` Table of stored objects (columns only when `with_columns`).
     fn table(&self, items: &mut dyn Iterator<Item = &Value>, list_meta: Value, include: IncludeObject, with_columns: bool) -> Value;
@@ -139,8 +147,8 @@ impl ResourceScope for BuiltinScope {
         patch_schema(self.spec.group, self.spec.version, self.spec.kind)
     }
 
-    fn apply_schema(&self) -> Option<ApplyNode> {
-        apply_schema(self.spec.group, self.spec.version, self.spec.kind)
+    fn apply_schema(&self) -> Option<ApplySchema<'_>> {
+        apply_schema(self.spec.group, self.spec.version, self.spec.kind).map(ApplySchema::new)
     }
 
     fn tracker(&self, writer: Writer) -> Option<Box<Tracker>> {

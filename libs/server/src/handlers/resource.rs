@@ -3,7 +3,7 @@
 //! Routing is data-driven from the catalog: the verbs a resource lists in discovery are the
 //! verbs served here; anything else is 405 MethodNotAllowed, an unknown resource 404.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,7 +12,8 @@ use kapi_apimachinery::fields::FieldSelector;
 use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::patch::{apply_json_patch, apply_merge_patch};
 use kapi_apimachinery::strategic_merge::apply_strategic_merge_patch;
-use kapi_openapi::{patch_schema, ApplyNode, SchemaNode};
+use kapi_fieldmanager::ApplySchema;
+use kapi_openapi::{patch_schema, SchemaNode};
 use kapi_apimachinery::resource_version;
 use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
@@ -48,11 +49,22 @@ const PATCH_TYPES: &[&str] = &[
 ];
 /// Patch media types for kinds without a typed schema: kube does not strategic-merge those.
 const UNTYPED_PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
+/// Patch media types for custom resources: no Go types to strategic-merge, but a schema to apply.
+const APPLY_ONLY_PATCH_TYPES: &[&str] =
+    &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
 
 /// Checks the patch media type before anything is read, as kube's patch handler does, and picks
 /// the schema the patch needs (strategic merge and apply only exist for typed kinds).
-fn patch_kind(content_type: Option<&str>, schema: Option<SchemaNode>, apply: Option<ApplyNode>) -> Result<PatchKind, ApiError> {
-    let accepted = if schema.is_some() { PATCH_TYPES } else { UNTYPED_PATCH_TYPES };
+fn patch_kind<'a>(
+    content_type: Option<&str>,
+    schema: Option<SchemaNode>,
+    apply: Option<ApplySchema<'a>>,
+) -> Result<PatchKind<'a>, ApiError> {
+    let accepted = match (&schema, &apply) {
+        (Some(_), _) => PATCH_TYPES,
+        (None, Some(_)) => APPLY_ONLY_PATCH_TYPES,
+        (None, None) => UNTYPED_PATCH_TYPES,
+    };
     match content_essence(content_type).as_deref() {
         Some("application/json-patch+json") => Ok(PatchKind::Json),
         Some("application/merge-patch+json") => Ok(PatchKind::Merge),
@@ -69,12 +81,12 @@ fn patch_kind(content_type: Option<&str>, schema: Option<SchemaNode>, apply: Opt
 }
 
 /// The patch formats a PATCH body may use.
-#[derive(Clone, Copy)]
-enum PatchKind {
+#[derive(Clone)]
+enum PatchKind<'a> {
     Json,
     Merge,
     Strategic(SchemaNode),
-    Apply(ApplyNode),
+    Apply(ApplySchema<'a>),
 }
 
 /// Serves one resource request whose body (if any) has been read already.
@@ -544,7 +556,7 @@ fn delete_options(query: &Query, content_type: Option<&str>, body: &[u8]) -> Res
 
 /// Applies a JSON or merge patch to `current`, with kube's rule that the patched object may not
 /// rename itself; a resourceVersion the patch sets is a precondition.
-fn apply_patch(kind: PatchKind, body: &[u8], current: &Value) -> Result<Value, ApiError> {
+fn apply_patch(kind: &PatchKind<'_>, body: &[u8], current: &Value) -> Result<Value, ApiError> {
     let mut base = current.clone();
     if let Some(m) = base.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
@@ -552,7 +564,7 @@ fn apply_patch(kind: PatchKind, body: &[u8], current: &Value) -> Result<Value, A
     let patched = match kind {
         PatchKind::Json => apply_json_patch(&base, body)?,
         PatchKind::Merge => apply_merge_patch(&base, body)?,
-        PatchKind::Strategic(schema) => apply_strategic_merge_patch(&base, body, &schema)?,
+        PatchKind::Strategic(schema) => apply_strategic_merge_patch(&base, body, schema)?,
         PatchKind::Apply(_) => return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES)),
     };
     if !patched.is_object() {
@@ -608,7 +620,7 @@ async fn patch(
     req: &PatchRequest<'_>,
 ) -> Result<(Value, Vec<String>, StatusCode), ApiError> {
     let query = req.query;
-    let (spec, strategy) = (scope.spec(), scope.strategy());
+    let strategy = scope.strategy();
     // Reject an unsupported patch type before reading anything.
     let kind = patch_kind(req.content_type, scope.patch_schema(), scope.apply_schema())?;
     let mode = FieldValidation::from_query(query)?;
@@ -616,14 +628,14 @@ async fn patch(
     let subresource = if req.target == WriteTarget::Status { "status" } else { "" };
     let force = parse_force(query, matches!(kind, PatchKind::Apply(_)))?;
     let manager = field_manager::manager(query, req.user_agent)?;
-    if let PatchKind::Apply(schema) = kind {
+    if let PatchKind::Apply(schema) = &kind {
         if query.get("fieldManager").is_none() {
             return Err(invalid_patch_options(kapi_apimachinery::Cause::required("fieldManager", "is required for apply patch")));
         }
-        let writer = field_manager::writer(spec, manager, subresource);
-        return server_side_apply(srv, scope, ns, name, req, &schema, &writer, force, dry, mode).await;
+        let writer = field_manager::writer_for(scope, manager, subresource);
+        return server_side_apply(srv, scope, ns, name, req, schema, &writer, force, dry, mode).await;
     }
-    let track = scope.tracker(field_manager::writer(spec, manager, subresource));
+    let track = scope.tracker(field_manager::writer_for(scope, manager, subresource));
     let mut warnings = Vec::new();
     let body = req.body;
     let patched = srv
@@ -631,7 +643,7 @@ async fn patch(
         .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: track.as_deref(), admit: req.admit }, |stored| {
             // Patches apply to the object in the version the client speaks.
             let current = scope.convert_from_storage(stored.clone())?;
-            let mut patched = apply_patch(kind, body, &current)?;
+            let mut patched = apply_patch(&kind, body, &current)?;
             // Only the last attempt's warnings describe the stored result.
             let raw = match kind {
                 PatchKind::Merge | PatchKind::Strategic(_) => Some(body),
@@ -675,7 +687,7 @@ async fn server_side_apply(
     ns: Option<&str>,
     name: &str,
     req: &PatchRequest<'_>,
-    schema: &ApplyNode,
+    schema: &ApplySchema<'_>,
     writer: &kapi_fieldmanager::Writer,
     force: bool,
     dry: bool,
@@ -714,18 +726,36 @@ async fn server_side_apply(
         }
     }
     let warnings = scope.check_fields(mode, &mut config, Source::Patched(None))?;
+    // A status write keeps only the request's status (the strategy starts over from the stored
+    // object), but the managedFields the apply computed must survive it, as kube's status
+    // strategies keep them: the last attempt's are put back once the strategy has run.
+    let managed: Arc<Mutex<Option<Value>>> = Arc::default();
+    let last = Arc::clone(&managed);
+    let restore = move |_: Option<&Value>, new: &mut Value| {
+        let Some(fields) = last.lock().ok().and_then(|m| m.clone()) else { return };
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            match fields {
+                Value::Null => meta.remove("managedFields"),
+                fields => meta.insert("managedFields".into(), fields),
+            };
+        }
+    };
+    let track: Option<&kapi_registry::rest::Tracker> = (req.target == WriteTarget::Status).then_some(&restore);
     let result = srv
         .rest
-        .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: None, admit: req.admit }, |stored| {
+        .update_with(strategy, ns, name, req.target, dry, WriteHooks { track, admit: req.admit }, |stored| {
             let current = scope.convert_from_storage(stored.clone())?;
-            let applied = kapi_fieldmanager::apply(Some(&current), &config, schema, writer, force)?;
+            let applied = schema.apply(Some(&current), &config, writer, force)?;
+            if let Ok(mut m) = managed.lock() {
+                *m = Some(applied.pointer("/metadata/managedFields").cloned().unwrap_or(Value::Null));
+            }
             scope.convert_to_storage(applied)
         })
         .await;
     match result {
         Ok(obj) => Ok((obj, warnings, StatusCode::OK)),
         Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
-            let applied = kapi_fieldmanager::apply(None, &config, schema, writer, force)?;
+            let applied = schema.apply(None, &config, writer, force)?;
             let obj = scope.convert_to_storage(applied)?;
             let created = srv.rest.create(strategy, ns, obj, dry, WriteHooks { track: None, admit: req.admit }).await?;
             Ok((created, warnings, StatusCode::CREATED))
@@ -802,7 +832,7 @@ async fn subresource(
                 .rest
                 .update_with(strategy, ns, name, WriteTarget::Main, dry, WriteHooks::tracking(scale_track.as_deref()), |parent| {
                     let scale = scope.scale_of(parent);
-                    let patched = apply_patch(patch, &body, &scale)?;
+                    let patched = apply_patch(&patch, &body, &scale)?;
                     scope.apply_scale(parent, &patched)
                 })
                 .await?;
