@@ -15,9 +15,9 @@
 //!   (`spec.conversion.webhookClientConfig`, `spec.conversion.conversionReviewVersions`).
 //!
 //! Values that are whole structs in kube (the version list, a schema) are shown as their v1
-//! JSON rather than Go's rendering of the internal struct. CEL compilation and cost estimation
-//! of `x-kubernetes-validations` rules are not done here (no CEL compiler in the tree); the
-//! shape checks kube applies before compiling are.
+//! JSON rather than Go's rendering of the internal struct. `x-kubernetes-validations` rules get
+//! kube's shape checks here ([`rules`]) and are compiled and cost-checked by
+//! [`crate::cel::validate_crd_schema`].
 //!
 //! The module is IO-free: callers pass `serde_json::Value`s in kube's JSON form.
 

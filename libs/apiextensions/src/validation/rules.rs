@@ -1,4 +1,5 @@
-//! The checks kube makes on `x-kubernetes-validations` entries without a CEL compiler: the
+//! The checks kube makes on `x-kubernetes-validations` entries before compiling them (the
+//! compiler is [`crate::cel`]): the
 //! shape of rule, message, messageExpression, reason and fieldPath, and (lexically) where
 //! transition rules may use `oldSelf`. Compiling rules and estimating their cost is not done.
 
