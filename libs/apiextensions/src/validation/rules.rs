@@ -1,7 +1,6 @@
-//! The checks kube makes on `x-kubernetes-validations` entries before compiling them (the
-//! compiler is [`crate::cel`]): the
+//! The checks kube makes on `x-kubernetes-validations` entries before compiling them: the
 //! shape of rule, message, messageExpression, reason and fieldPath, and (lexically) where
-//! transition rules may use `oldSelf`. Compiling rules and estimating their cost is not done.
+//! transition rules may use `oldSelf`. Compiling and cost estimation are [`crate::cel`]'s.
 
 use kapi_apimachinery::Cause;
 use serde_json::Value;
