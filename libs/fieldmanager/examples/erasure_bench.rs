@@ -37,19 +37,20 @@ fn deployment(image: &str, replicas: u32) -> Value {
                 "volumes": [{"name": "data", "emptyDir": {}}], "tolerations": [{"key": "k", "operator": "Exists"}]}}}})
 }
 
-/// The median of `rounds` timings of `iters` calls, per call.
-fn time(rounds: usize, iters: u32, mut f: impl FnMut()) -> Duration {
-    let mut samples: Vec<Duration> = (0..rounds)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..iters {
-                f();
-            }
-            start.elapsed() / iters
-        })
-        .collect();
-    samples.sort();
-    samples[rounds / 2]
+/// The medians, per call, of `rounds` alternating timings of `iters` calls of `a` and of `b`
+/// (alternating so that a busy machine slows both alike).
+fn time_pair(rounds: usize, iters: u32, mut a: impl FnMut(), mut b: impl FnMut()) -> (Duration, Duration) {
+    let once = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        start.elapsed() / iters
+    };
+    let (mut xs, mut ys): (Vec<Duration>, Vec<Duration>) = (0..rounds).map(|_| (once(&mut a), once(&mut b))).unzip();
+    xs.sort();
+    ys.sort();
+    (xs[rounds / 2], ys[rounds / 2])
 }
 
 fn main() {
@@ -63,32 +64,35 @@ fn main() {
         Err(e) => return eprintln!("apply: {}", e.message),
     };
     let config = deployment("nginx:1.27", 3);
-    let (rounds, iters) = (15, 200);
-    let mut results = Vec::new();
-    for pass in 0..2 {
-        let generic = time(rounds, iters, || {
+    let (rounds, iters) = (21, 100);
+    let mut updated = live.clone();
+    updated["spec"]["replicas"] = json!(5);
+    let apply_times = time_pair(
+        rounds,
+        iters,
+        || {
             black_box(apply(Some(black_box(&live)), &config, &node, &writer("kubectl"), false).is_ok());
-        });
-        let erased = time(rounds, iters, || {
+        },
+        || {
             let schema = ApplySchema::new(node);
             black_box(schema.apply(Some(black_box(&live)), &config, &writer("kubectl"), false).is_ok());
-        });
-        let mut updated = live.clone();
-        updated["spec"]["replicas"] = json!(5);
-        let track_generic = time(rounds, iters, || {
+        },
+    );
+    let track_times = time_pair(
+        rounds,
+        iters,
+        || {
             let mut new = updated.clone();
             track_update(Some(black_box(&live)), &mut new, &node, &writer("scaler"));
             black_box(new);
-        });
-        let track_erased = time(rounds, iters, || {
+        },
+        || {
             let mut new = updated.clone();
             ApplySchema::new(node).track_update(Some(black_box(&live)), &mut new, &writer("scaler"));
             black_box(new);
-        });
-        if pass == 1 {
-            results = vec![("apply", generic, erased), ("track_update", track_generic, track_erased)];
-        }
-    }
+        },
+    );
+    let results = [("apply", apply_times.0, apply_times.1), ("track_update", track_times.0, track_times.1)];
     for (what, baseline, erased) in results {
         let change = (erased.as_secs_f64() / baseline.as_secs_f64() - 1.0) * 100.0;
         println!("{what:>12}: generic {baseline:>10.1?}  ApplySchema {erased:>10.1?}  ({change:+.1}%)");
