@@ -5,13 +5,17 @@
 //! Each kind's rules live in a submodule; the enumerated fields that only need a
 //! supported-values check are tables ([`ENUMS`]) rather than code.
 
+mod admission;
+mod admission_policy;
 mod config;
 mod pod;
 mod rbac;
 mod service;
 mod workloads;
 
-use kapi_apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain, NameRule};
+use kapi_apimachinery::validation::{
+    is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value, validate_labels, NameRule,
+};
 use kapi_apimachinery::Cause;
 use serde_json::Value;
 
@@ -26,6 +30,8 @@ pub fn name_rule(group: &str, kind: &str) -> NameRule {
         _ => NameRule::Dns1123Subdomain,
     }
 }
+
+const ADMISSION: &str = "admissionregistration.k8s.io";
 
 /// Kind-specific create validation; field paths and messages as kube words them.
 pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
@@ -50,6 +56,14 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "ClusterRole") => rbac::validate_rules(obj, false),
         ("rbac.authorization.k8s.io", "RoleBinding") => rbac::validate_binding(obj, true),
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => rbac::validate_binding(obj, false),
+        (ADMISSION, "ValidatingWebhookConfiguration") => {
+            admission::validate_webhook_configuration(obj, false, admission::Options::CREATE)
+        }
+        (ADMISSION, "MutatingWebhookConfiguration") => {
+            admission::validate_webhook_configuration(obj, true, admission::Options::CREATE)
+        }
+        (ADMISSION, "ValidatingAdmissionPolicy") => admission_policy::validate_policy(obj),
+        (ADMISSION, "ValidatingAdmissionPolicyBinding") => admission_policy::validate_policy_binding(obj),
         _ => Vec::new(),
     });
     causes
@@ -168,6 +182,44 @@ pub(crate) fn immutable(new: &Value, old: &Value, pointer: &str, field: &str) ->
     }
 }
 
+/// kube's `metav1validation.ValidateLabelSelector`: match labels, operators, keys, and (unless
+/// `allow_invalid_values`, which update validation grants to objects that already had them)
+/// label values.
+pub(crate) fn label_selector(sel: &Value, path: &str, allow_invalid_values: bool) -> Vec<Cause> {
+    let mut causes = validate_labels(sel.get("matchLabels").and_then(Value::as_object), &format!("{path}.matchLabels"));
+    for (i, expr) in array_at(sel, "/matchExpressions").iter().enumerate() {
+        let item = format!("{path}.matchExpressions[{i}]");
+        let values = array_at(expr, "/values");
+        match str_at(expr, "/operator") {
+            "In" | "NotIn" if values.is_empty() => causes.push(Cause::required(
+                &format!("{item}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => causes.push(Cause::forbidden(
+                &format!("{item}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            _ => causes.push(Cause::invalid(
+                &format!("{item}.operator"),
+                expr.get("operator").unwrap_or(&Value::from("")),
+                "not a valid selector operator",
+            )),
+        }
+        let key = str_at(expr, "/key");
+        causes.extend(is_qualified_name(key).iter().map(|m| Cause::invalid(&format!("{item}.key"), &Value::from(key), m)));
+        if !allow_invalid_values {
+            for (j, v) in values.iter().enumerate() {
+                let s = v.as_str().unwrap_or("");
+                causes.extend(
+                    is_valid_label_value(s).iter().map(|m| Cause::invalid(&format!("{item}.values[{j}]"), v, m)),
+                );
+            }
+        }
+    }
+    causes
+}
+
 /// One cause per reason kube's DNS-1123 label check gives.
 pub(crate) fn dns_label(field: &str, value: &str) -> Vec<Cause> {
     is_dns1123_label(value).iter().map(|m| Cause::invalid(field, &Value::from(value), m)).collect()
@@ -281,5 +333,7 @@ fn validate_pvc_update(new: &Value, old: &Value) -> Vec<Cause> {
     }
 }
 
+#[cfg(test)]
+mod admission_tests;
 #[cfg(test)]
 mod tests;
