@@ -15,7 +15,7 @@ use kapi_registry::catalog::ResourceSpec;
 use kapi_registry::rest::Tracker;
 use kapi_registry::strategy::Strategy;
 use kapi_server::field_validation::{FieldValidation, Source};
-use kapi_server::scope::ResourceScope;
+use kapi_server::scope::{ConvertFuture, ResourceScope};
 use kapi_server::transform::{self, IncludeObject};
 use serde_json::Value;
 
@@ -131,6 +131,8 @@ pub struct CustomScope {
     pub terminating: bool,
     /// A deprecated version's warning.
     pub warnings: Vec<String>,
+    /// The CRD's conversion webhook (strategy `Webhook`); None rewrites `apiVersion` only.
+    pub webhook: Option<Arc<crate::conversion::Webhook>>,
 }
 
 impl CustomScope {
@@ -158,35 +160,83 @@ impl ResourceScope for CustomScope {
         self.served.version != self.strategy.spec.version
     }
 
-    /// Conversion strategy `None`: only `apiVersion` changes between versions. Defaults of the
-    /// request's version apply first, as kube defaults while decoding.
-    fn convert_to_storage(&self, obj: Value) -> Result<Value, ApiError> {
-        let served = self.served.api_version();
-        match obj.get("apiVersion").and_then(Value::as_str) {
-            None | Some("") => {}
-            Some(v) if v == served => {}
-            Some(v) => {
-                return Err(ApiError::bad_request(format!(
-                    "the API version in the data ({v}) does not match the expected API version ({served})"
-                )))
+    /// Defaults of the request's version apply first, as kube defaults while decoding; then the
+    /// object moves to the storage version: `apiVersion` only (strategy `None`) or through
+    /// the CRD's webhook.
+    fn convert_to_storage(&self, obj: Value) -> ConvertFuture<'_, Value> {
+        Box::pin(async move {
+            let served = self.served.api_version();
+            match obj.get("apiVersion").and_then(Value::as_str) {
+                None | Some("") => {}
+                Some(v) if v == served => {}
+                Some(v) => {
+                    return Err(ApiError::bad_request(format!(
+                        "the API version in the data ({v}) does not match the expected API version ({served})"
+                    )))
+                }
             }
-        }
-        let mut obj = obj;
-        if let Some(schema) = &self.schema {
-            schema.apply_defaults(&mut obj);
-        }
-        Ok(if self.converts() { self.with_api_version(obj, self.strategy.spec.api_version()) } else { obj })
+            let mut obj = obj;
+            if let Some(schema) = &self.schema {
+                schema.apply_defaults(&mut obj);
+            }
+            if !self.converts() {
+                return Ok(obj);
+            }
+            let storage = self.strategy.spec.api_version();
+            match &self.webhook {
+                Some(webhook) => {
+                    let mut obj = obj;
+                    if obj.get("apiVersion").is_none_or(|v| v.as_str().unwrap_or_default().is_empty()) {
+                        obj["apiVersion"] = Value::String(served);
+                    }
+                    if obj.get("kind").is_none_or(|v| v.as_str().unwrap_or_default().is_empty()) {
+                        obj["kind"] = Value::String(self.served.kind.to_owned());
+                    }
+                    let mut out = webhook.convert(vec![obj], &storage).await?;
+                    out.pop().ok_or_else(|| ApiError::internal("the conversion webhook returned no object"))
+                }
+                None => Ok(self.with_api_version(obj, storage)),
+            }
+        })
     }
 
-    fn convert_from_storage(&self, obj: Value) -> Result<Value, ApiError> {
-        if !self.converts() {
-            return Ok(obj);
-        }
-        let mut obj = self.with_api_version(obj, self.served.api_version());
-        if let Some(schema) = &self.schema {
-            schema.apply_defaults(&mut obj);
-        }
-        Ok(obj)
+    fn convert_from_storage(&self, obj: Value) -> ConvertFuture<'_, Value> {
+        Box::pin(async move {
+            let mut out = self.convert_list_from_storage(vec![obj]).await?;
+            out.pop().ok_or_else(|| ApiError::internal("the conversion webhook returned no object"))
+        })
+    }
+
+    fn convert_list_from_storage(&self, objs: Vec<Value>) -> ConvertFuture<'_, Vec<Value>> {
+        Box::pin(async move {
+            if !self.converts() || objs.is_empty() {
+                return Ok(objs);
+            }
+            let served = self.served.api_version();
+            let converted = match &self.webhook {
+                Some(webhook) => {
+                    // Only objects in another version go to the webhook, in one call.
+                    let mut out = objs;
+                    let at: Vec<usize> =
+                        (0..out.len()).filter(|i| out[*i].get("apiVersion").and_then(Value::as_str) != Some(served.as_str())).collect();
+                    let sent: Vec<Value> = at.iter().map(|i| std::mem::take(&mut out[*i])).collect();
+                    for (i, obj) in at.into_iter().zip(webhook.convert(sent, &served).await?) {
+                        out[i] = obj;
+                    }
+                    out
+                }
+                None => objs.into_iter().map(|o| self.with_api_version(o, served.clone())).collect(),
+            };
+            Ok(converted
+                .into_iter()
+                .map(|mut obj| {
+                    if let Some(schema) = &self.schema {
+                        schema.apply_defaults(&mut obj);
+                    }
+                    obj
+                })
+                .collect())
+        })
     }
 
     fn check_fields(&self, mode: FieldValidation, obj: &mut Value, source: Source<'_>) -> Result<Vec<String>, ApiError> {

@@ -9,11 +9,13 @@ use kapi_apiextensions::printer::TableConvertor;
 use kapi_apiextensions::cel::CelValidator;
 use kapi_apiextensions::schema::Structural;
 use kapi_registry::catalog::{intern, ResourceSpec, Serving, SubresourceSpec};
+use kapi_registry::rest::RestStore;
 use kapi_server::scope::ResourceScope;
 use kapi_server::tier::{ServedGroup, CUSTOM_GROUP_ORDER};
 use serde_json::Value;
 
 use crate::crd::{is_true, str_at, strings_at, ESTABLISHED};
+use crate::conversion::Webhook;
 use crate::custom::{pointer, selectable_fields, CustomScope, CustomStrategy, ScalePaths};
 use crate::version;
 
@@ -45,7 +47,7 @@ impl Served {
     /// The snapshot for `crds` (every stored CRD), reusing `previous` entries that did not
     /// change. CRDs that are not Established are not served; CRDs whose schema cannot be read
     /// are skipped with a log line (validation keeps such CRDs out of storage).
-    pub fn build(previous: &Served, crds: &[Arc<Value>]) -> Served {
+    pub fn build(previous: &Served, crds: &[Arc<Value>], rest: &RestStore) -> Served {
         let mut served = Served::default();
         for crd in crds {
             let name = str_at(crd, "/metadata/name");
@@ -54,7 +56,7 @@ impl Served {
                 served.crds.insert(name.to_owned(), entry.clone());
                 continue;
             }
-            match entry(crd) {
+            match entry(crd, rest) {
                 Ok(Some(entry)) => {
                     served.crds.insert(name.to_owned(), Arc::new(entry));
                 }
@@ -172,7 +174,7 @@ fn schema_of(version: &Value) -> Result<Option<Arc<Structural>>, String> {
 }
 
 /// The entry of one CRD, or None when it is not Established.
-fn entry(crd: &Value) -> Result<Option<CrdEntry>, String> {
+fn entry(crd: &Value, rest: &RestStore) -> Result<Option<CrdEntry>, String> {
     if !is_true(crd, ESTABLISHED) {
         return Ok(None);
     }
@@ -188,6 +190,10 @@ fn entry(crd: &Value) -> Result<Option<CrdEntry>, String> {
     let cel = schema.as_deref().map(CelValidator::new).filter(|c| !c.is_empty()).map(Arc::new);
     let strategy = Arc::new(CustomStrategy { spec: storage_spec, schema, selectable: storage_fields, cel });
     let terminating = crd.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+    let webhook = match str_at(crd, "/spec/conversion/strategy") {
+        "Webhook" => Some(Arc::new(Webhook::new(crd, rest.clone())?)),
+        _ => None,
+    };
     let mut served = Vec::new();
     for version in versions.iter().filter(|v| v.get("served").and_then(Value::as_bool) == Some(true)) {
         let fields = selectable_fields(version.get("selectableFields"));
@@ -218,6 +224,7 @@ fn entry(crd: &Value) -> Result<Option<CrdEntry>, String> {
             scale,
             terminating,
             warnings,
+            webhook: webhook.clone(),
         });
         served.push((spec.version.to_owned(), spec, scope));
     }

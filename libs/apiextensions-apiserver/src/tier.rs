@@ -64,7 +64,7 @@ impl ExtensionsTier {
         let _one_at_a_time = self.refreshing.lock().await;
         let current = self.snapshot();
         let crds = self.crds();
-        let next = Served::build(&current, &crds);
+        let next = Served::build(&current, &crds, &self.rest);
         let (old, new) = (current.prefixes(), next.prefixes());
         let mut failed = HashSet::new();
         for prefix in new.difference(&old) {

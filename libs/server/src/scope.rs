@@ -19,6 +19,9 @@ use serde_json::Value;
 use crate::field_validation::{self, FieldValidation, Source};
 use crate::transform::{self, IncludeObject};
 
+/// A conversion between versions in progress.
+pub type ConvertFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ApiError>> + Send + 'a>>;
+
 /// How requests of one resource in one served version are decoded, checked, converted,
 /// stored and printed.
 pub trait ResourceScope: Send + Sync {
@@ -32,11 +35,23 @@ pub trait ResourceScope: Send + Sync {
     /// answers and watch events are converted one by one.
     fn converts(&self) -> bool;
 
-    /// A request object, in the storage version.
-    fn convert_to_storage(&self, obj: Value) -> Result<Value, ApiError>;
+    /// A request object, in the storage version. May wait: a custom resource's conversion
+    /// webhook is an HTTPS call.
+    fn convert_to_storage(&self, obj: Value) -> ConvertFuture<'_, Value>;
 
     /// A stored object, in the served version.
-    fn convert_from_storage(&self, obj: Value) -> Result<Value, ApiError>;
+    fn convert_from_storage(&self, obj: Value) -> ConvertFuture<'_, Value>;
+
+    /// Stored objects (a list), in the served version: one webhook call for all of them.
+    fn convert_list_from_storage(&self, objs: Vec<Value>) -> ConvertFuture<'_, Vec<Value>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(objs.len());
+            for obj in objs {
+                out.push(self.convert_from_storage(obj).await?);
+            }
+            Ok(out)
+        })
+    }
 
     /// `fieldValidation` on a decoded body or patched object: drops unknown fields, returns
     /// the warnings to send, or the error the request fails with.
@@ -131,12 +146,12 @@ impl ResourceScope for BuiltinScope {
         conversion::needs_conversion(self.spec)
     }
 
-    fn convert_to_storage(&self, obj: Value) -> Result<Value, ApiError> {
-        conversion::to_storage(self.spec, obj)
+    fn convert_to_storage(&self, obj: Value) -> ConvertFuture<'_, Value> {
+        Box::pin(std::future::ready(conversion::to_storage(self.spec, obj)))
     }
 
-    fn convert_from_storage(&self, obj: Value) -> Result<Value, ApiError> {
-        conversion::from_storage(self.spec, obj)
+    fn convert_from_storage(&self, obj: Value) -> ConvertFuture<'_, Value> {
+        Box::pin(std::future::ready(conversion::from_storage(self.spec, obj)))
     }
 
     fn check_fields(&self, mode: FieldValidation, obj: &mut Value, source: Source<'_>) -> Result<Vec<String>, ApiError> {

@@ -118,7 +118,7 @@ impl StreamState {
                         if self.scope.converts() && matches!(self.opts.output.shape, Shape::Object) {
                             // Stored in another version: convert per watcher version, so the
                             // shared per-event encodings (storage version) are not used.
-                            let converted = match self.scope.convert_from_storage(event.object.as_ref().clone()) {
+                            let converted = match self.scope.convert_from_storage(event.object.as_ref().clone()).await {
                                 Ok(obj) => obj,
                                 Err(e) => {
                                     tracing::error!("converting a watch event: {}", e.message);

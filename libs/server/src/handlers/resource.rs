@@ -230,38 +230,42 @@ async fn dispatch(
     match info.verb.as_str() {
         "get" => {
             let obj = srv.rest.get(strategy, ns, name).await?;
-            Ok(single(scope, &obj, output, query, StatusCode::OK)?)
+            Ok(single(scope, &obj, output, query, StatusCode::OK).await?)
         }
         "list" => list(srv, scope, ns, query, output).await,
         "watch" => watch(srv, shared, ns, info, query, output).await,
         "create" => {
             let mut warnings = Vec::new();
-            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?).await?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
             let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
             let created = srv.rest.create(strategy, ns, obj, dry_run(query)?, hooks).await?;
-            Ok(with_warnings(single(scope, &created, output, query, StatusCode::CREATED)?, &warnings))
+            Ok(with_warnings(single(scope, &created, output, query, StatusCode::CREATED).await?, &warnings))
         }
         "update" => {
             let mut warnings = Vec::new();
-            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?).await?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
             let hooks = WriteHooks { track: track.as_deref(), admit: admit.as_deref() };
-            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, hooks).await?;
-            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK)?, &warnings))
+            // kinds that allow create on update answer 201 when the PUT created the object
+            let (updated, created) = srv.rest.update_or_create(strategy, ns, name, obj, WriteTarget::Main, dry_run(query)?, hooks).await?;
+            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            Ok(with_warnings(single(scope, &updated, output, query, code).await?, &warnings))
         }
         "patch" => {
             let req =
                 PatchRequest { content_type, body: &body, query, user_agent: caller.user_agent, target: WriteTarget::Main, admit: admit.as_deref() };
             let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
-            Ok(with_warnings(single(scope, &patched, output, query, status)?, &warnings))
+            Ok(with_warnings(single(scope, &patched, output, query, status).await?, &warnings))
         }
         "delete" => {
             let opts = delete_options(query, content_type, &body)?;
             let outcome = srv.rest.delete(strategy, ns, name, &opts).await?;
+            // A pending delete answers the object; a completed one the object or a Status, as
+            // the kind's store says (kube's ReturnDeletedObject).
             let returns_object = !outcome.deleted || (spec.group.is_empty() && matches!(spec.resource, "pods" | "namespaces"));
             if returns_object {
-                Ok(single(scope, &outcome.object, output, query, StatusCode::OK)?)
+                Ok(single(scope, &outcome.object, output, query, StatusCode::OK).await?)
             } else {
                 let uid = outcome.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
                 Ok(response::object(StatusCode::OK, &success_status(Some((&gr, name, uid))), output.plain()))
@@ -271,7 +275,7 @@ async fn dispatch(
             let params = list_params(spec, query)?;
             let opts = delete_options(query, content_type, &body)?;
             let (deleted, rev) = srv.rest.delete_collection(strategy, ns, &params, &opts).await?;
-            let deleted = deleted.into_iter().map(|o| scope.convert_from_storage(o)).collect::<Result<Vec<_>, _>>()?;
+            let deleted = scope.convert_list_from_storage(deleted).await?;
             let list = list_object(spec, scope.typed_lists(), deleted.iter(), list_meta(rev, None, None));
             Ok(response::object(StatusCode::OK, &list, output.plain()))
         }
@@ -281,7 +285,7 @@ async fn dispatch(
 
 /// Answers with one stored object, in the request's version and shape. Tables are computed from
 /// the stored version, as kube prints from its internal version.
-fn single(scope: &dyn ResourceScope, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
+async fn single(scope: &dyn ResourceScope, obj: &Value, output: Output, query: &Query, code: StatusCode) -> Result<Response<Body>, ApiError> {
     let value = match output.shape {
         Shape::Table => {
             let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
@@ -289,7 +293,7 @@ fn single(scope: &dyn ResourceScope, obj: &Value, output: Output, query: &Query,
             scope.table(&mut std::iter::once(obj), meta, include, true)
         }
         Shape::PartialMetadata => transform::partial_metadata(obj),
-        Shape::Object | Shape::DiscoveryV2 => scope.convert_from_storage(obj.clone())?,
+        Shape::Object | Shape::DiscoveryV2 => scope.convert_from_storage(obj.clone()).await?,
     };
     Ok(response::object(code, &value, output))
 }
@@ -419,7 +423,7 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
         }
         Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
         Shape::Object | Shape::DiscoveryV2 if scope.converts() => {
-            let items = page.items.iter().map(|o| scope.convert_from_storage(o.as_ref().clone())).collect::<Result<Vec<_>, _>>()?;
+            let items = scope.convert_list_from_storage(page.items.iter().map(|o| o.as_ref().clone()).collect()).await?;
             list_object(spec, scope.typed_lists(), items.iter(), meta)
         }
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
@@ -636,24 +640,28 @@ async fn patch(
         return server_side_apply(srv, scope, ns, name, req, schema, &writer, force, dry, mode).await;
     }
     let track = scope.tracker(field_manager::writer_for(scope, manager, subresource));
-    let mut warnings = Vec::new();
-    let body = req.body;
+    // Only the last attempt's warnings describe the stored result.
+    let warnings = std::sync::Mutex::new(Vec::new());
+    let (body, kind, warned) = (req.body, &kind, &warnings);
     let patched = srv
         .rest
-        .update_with(strategy, ns, name, req.target, dry, WriteHooks { track: track.as_deref(), admit: req.admit }, |stored| {
-            // Patches apply to the object in the version the client speaks.
-            let current = scope.convert_from_storage(stored.clone())?;
-            let mut patched = apply_patch(&kind, body, &current)?;
-            // Only the last attempt's warnings describe the stored result.
-            let raw = match kind {
-                PatchKind::Merge | PatchKind::Strategic(_) => Some(body),
-                PatchKind::Json | PatchKind::Apply(_) => None,
-            };
-            warnings = scope.check_fields(mode, &mut patched, Source::Patched(raw))?;
-            scope.convert_to_storage(patched)
+        .update_with_async(strategy, ns, name, req.target, dry, WriteHooks { track: track.as_deref(), admit: req.admit }, |stored| {
+            let stored = stored.clone();
+            Box::pin(async move {
+                // Patches apply to the object in the version the client speaks.
+                let current = scope.convert_from_storage(stored).await?;
+                let mut patched = apply_patch(kind, body, &current)?;
+                let raw = match kind {
+                    PatchKind::Merge | PatchKind::Strategic(_) => Some(body),
+                    PatchKind::Json | PatchKind::Apply(_) => None,
+                };
+                let found = scope.check_fields(mode, &mut patched, Source::Patched(raw))?;
+                *warned.lock().unwrap_or_else(|p| p.into_inner()) = found;
+                scope.convert_to_storage(patched).await
+            })
         })
         .await?;
-    Ok((patched, warnings, StatusCode::OK))
+    Ok((patched, warnings.into_inner().unwrap_or_else(|p| p.into_inner()), StatusCode::OK))
 }
 
 /// `?force=`: only apply patches may force (kube's PatchOptions validation).
@@ -743,20 +751,24 @@ async fn server_side_apply(
     let track: Option<&kapi_registry::rest::Tracker> = (req.target == WriteTarget::Status).then_some(&restore);
     let result = srv
         .rest
-        .update_with(strategy, ns, name, req.target, dry, WriteHooks { track, admit: req.admit }, |stored| {
-            let current = scope.convert_from_storage(stored.clone())?;
-            let applied = schema.apply(Some(&current), &config, writer, force)?;
-            if let Ok(mut m) = managed.lock() {
-                *m = Some(applied.pointer("/metadata/managedFields").cloned().unwrap_or(Value::Null));
-            }
-            scope.convert_to_storage(applied)
+        .update_with_async(strategy, ns, name, req.target, dry, WriteHooks { track, admit: req.admit }, |stored| {
+            let stored = stored.clone();
+            let (config, managed) = (&config, &managed);
+            Box::pin(async move {
+                let current = scope.convert_from_storage(stored).await?;
+                let applied = schema.apply(Some(&current), config, writer, force)?;
+                if let Ok(mut m) = managed.lock() {
+                    *m = Some(applied.pointer("/metadata/managedFields").cloned().unwrap_or(Value::Null));
+                }
+                scope.convert_to_storage(applied).await
+            })
         })
         .await;
     match result {
         Ok(obj) => Ok((obj, warnings, StatusCode::OK)),
         Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
             let applied = schema.apply(None, &config, writer, force)?;
-            let obj = scope.convert_to_storage(applied)?;
+            let obj = scope.convert_to_storage(applied).await?;
             let created = srv.rest.create(strategy, ns, obj, dry, WriteHooks { track: None, admit: req.admit }).await?;
             Ok((created, warnings, StatusCode::CREATED))
         }
@@ -790,19 +802,19 @@ async fn subresource(
     match (sub, info.verb.as_str()) {
         ("status", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
-            single(scope, &obj, output, query, StatusCode::OK)
+            single(scope, &obj, output, query, StatusCode::OK).await
         }
         ("status", "update") => {
             let mut warnings = Vec::new();
-            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?)?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?).await?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "status")?;
             let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, WriteHooks::tracking(track.as_deref())).await?;
-            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK)?, &warnings))
+            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK).await?, &warnings))
         }
         ("status", "patch") => {
             let req = PatchRequest { content_type, body: &body, query, user_agent: caller.user_agent, target: WriteTarget::Status, admit: None };
             let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
-            Ok(with_warnings(single(scope, &patched, output, query, status)?, &warnings))
+            Ok(with_warnings(single(scope, &patched, output, query, status).await?, &warnings))
         }
         ("scale", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
