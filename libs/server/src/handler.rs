@@ -89,8 +89,17 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         _ if path.starts_with("/apis/") && path.matches('/').count() == 2 => {
             discovery_doc(discovery::api_group_doc(&srv.chain, &path["/apis/".len()..]), None)
         }
-        p if p.starts_with("/openapi/") => crate::handlers::openapi::handle(&srv.openapi, p, &query, accept)
-            .unwrap_or_else(|| response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8")),
+        p if p.starts_with("/openapi/") => {
+            // A document stale after a CRD change is rebuilt on first read (the whole v2 with
+            // thousands of CRDs takes a while): off the async workers.
+            let (openapi, p, accept) = (srv.openapi.clone(), p.to_owned(), accept.map(str::to_owned));
+            let answer = tokio::task::spawn_blocking(move || crate::handlers::openapi::handle(&openapi, &p, &query, accept.as_deref())).await;
+            match answer {
+                Ok(Some(resp)) => resp,
+                Ok(None) => response::text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8"),
+                Err(e) => response::error(&ApiError::internal(format!("building the OpenAPI document: {e}")), Output::JSON),
+            }
+        }
         "/version" => response::object(StatusCode::OK, &system::version(), Output::JSON),
         OPENID_CONFIG_PATH | JWKS_PATH => oidc_document(srv, path, is_get),
         "/metrics" => {
