@@ -7,6 +7,7 @@
 
 mod kinds;
 mod pods;
+mod policy;
 mod workloads;
 
 use std::time::Duration;
@@ -15,6 +16,8 @@ use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::time::{format_rfc3339, human_duration, parse_rfc3339};
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
+
+const ADMISSION: &str = "admissionregistration.k8s.io";
 
 /// metav1.TableColumnDefinition objects ({name, type, format, description, priority}) for the kind.
 pub fn columns(group: &str, kind: &str) -> Vec<Value> {
@@ -25,7 +28,7 @@ pub fn columns(group: &str, kind: &str) -> Vec<Value> {
         ("", "Namespace") => kinds::NAMESPACE.to_vec(),
         ("", "ConfigMap") => kinds::CONFIG_MAP.to_vec(),
         ("", "Secret") => kinds::SECRET.to_vec(),
-        ("", "ServiceAccount") => kinds::SERVICE_ACCOUNT.to_vec(),
+        ("", "ServiceAccount") => policy::SERVICE_ACCOUNT.to_vec(),
         ("", "Event") | ("events.k8s.io", "Event") => kinds::EVENT.to_vec(),
         ("", "PersistentVolumeClaim") => kinds::PVC.to_vec(),
         ("", "ReplicationController") => workloads::REPLICATION_CONTROLLER.to_vec(),
@@ -41,6 +44,20 @@ pub fn columns(group: &str, kind: &str) -> Vec<Value> {
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => kinds::CLUSTER_ROLE_BINDING.to_vec(),
         ("storage.k8s.io", "StorageClass") => kinds::STORAGE_CLASS.to_vec(),
         ("scheduling.k8s.io", "PriorityClass") => kinds::PRIORITY_CLASS.to_vec(),
+        ("policy", "PodDisruptionBudget") => policy::POD_DISRUPTION_BUDGET.to_vec(),
+        ("networking.k8s.io", "NetworkPolicy") => policy::NETWORK_POLICY.to_vec(),
+        ("networking.k8s.io", "IngressClass") => policy::INGRESS_CLASS.to_vec(),
+        (ADMISSION, "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") => {
+            policy::WEBHOOK_CONFIGURATION.to_vec()
+        }
+        (ADMISSION, "ValidatingAdmissionPolicy") => policy::VALIDATING_ADMISSION_POLICY.to_vec(),
+        (ADMISSION, "MutatingAdmissionPolicy") => policy::MUTATING_ADMISSION_POLICY.to_vec(),
+        (ADMISSION, "ValidatingAdmissionPolicyBinding" | "MutatingAdmissionPolicyBinding") => {
+            policy::ADMISSION_POLICY_BINDING.to_vec()
+        }
+        ("apiregistration.k8s.io", "APIService") => policy::API_SERVICE.to_vec(),
+        ("node.k8s.io", "RuntimeClass") => policy::RUNTIME_CLASS.to_vec(),
+        ("storage.k8s.io", "CSINode") => policy::CSI_NODE.to_vec(),
         _ => DEFAULT_COLUMNS.to_vec(),
     };
     defs.into_iter().map(ColumnDef::to_json).collect()
@@ -55,7 +72,7 @@ pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<V
         ("", "Namespace") => kinds::namespace(obj, now),
         ("", "ConfigMap") => kinds::config_map(obj, now),
         ("", "Secret") => kinds::secret(obj, now),
-        ("", "ServiceAccount") => vec![name(obj), age(obj, now)],
+        ("", "ServiceAccount") => policy::service_account(obj, now),
         ("", "Event") => kinds::event(obj, now),
         ("events.k8s.io", "Event") => kinds::event(&kinds::events_v1_as_core(obj), now),
         ("", "PersistentVolumeClaim") => kinds::pvc(obj, now),
@@ -71,6 +88,20 @@ pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<V
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => kinds::role_binding(obj, now),
         ("storage.k8s.io", "StorageClass") => kinds::storage_class(obj, now),
         ("scheduling.k8s.io", "PriorityClass") => kinds::priority_class(obj, now),
+        ("policy", "PodDisruptionBudget") => policy::pod_disruption_budget(obj, now),
+        ("networking.k8s.io", "NetworkPolicy") => policy::network_policy(obj, now),
+        ("networking.k8s.io", "IngressClass") => policy::ingress_class(obj, now),
+        (ADMISSION, "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") => {
+            policy::webhook_configuration(obj, now)
+        }
+        (ADMISSION, "ValidatingAdmissionPolicy") => policy::admission_policy(obj, "validations", now),
+        (ADMISSION, "MutatingAdmissionPolicy") => policy::admission_policy(obj, "mutations", now),
+        (ADMISSION, "ValidatingAdmissionPolicyBinding" | "MutatingAdmissionPolicyBinding") => {
+            policy::admission_policy_binding(obj, now)
+        }
+        ("apiregistration.k8s.io", "APIService") => policy::api_service(obj, now),
+        ("node.k8s.io", "RuntimeClass") => policy::runtime_class(obj, now),
+        ("storage.k8s.io", "CSINode") => policy::csi_node(obj, now),
         _ => {
             let created = obj
                 .pointer("/metadata/creationTimestamp")

@@ -1,5 +1,5 @@
 //! Printers for core and other single-object kinds: services, nodes, namespaces, config maps,
-//! secrets, service accounts, events, claims, leases, role bindings, storage and priority classes.
+//! secrets, events, claims, leases, role bindings, storage and priority classes.
 
 use serde_json::{json, Value};
 use time::OffsetDateTime;
@@ -45,9 +45,6 @@ pub(super) const SECRET: &[ColumnDef] = &[
     col("Data", "string", "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4"),
     AGE,
 ];
-
-/// kube dropped the Secrets column: core components stopped populating `secrets` in 1.24.
-pub(super) const SERVICE_ACCOUNT: &[ColumnDef] = &[NAME, AGE];
 
 pub(super) const EVENT: &[ColumnDef] = &[
     col("Last Seen", "string", "The time at which the most recent occurrence of this event was recorded."),

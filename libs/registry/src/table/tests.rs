@@ -170,7 +170,7 @@ fn simple_kinds() {
     assert_eq!(cells("", "ConfigMap", &cm, NOW)[1], 3);
     let s = json!({"metadata": {"name": "s"}, "type": "Opaque", "data": {"a": "MQ=="}});
     assert_eq!(cells("", "Secret", &s, NOW), vec![json!("s"), json!("Opaque"), json!(1), json!("<unknown>")]);
-    assert_eq!(names(&columns("", "ServiceAccount")), vec![("Name", 0), ("Age", 0)]);
+    assert_eq!(names(&columns("", "ServiceAccount")), vec![("Name", 0), ("Secrets", 0), ("Age", 0)]);
     let node = json!({"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/control-plane": ""}},
         "spec": {"unschedulable": true},
         "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.34.0"},
@@ -236,4 +236,43 @@ fn every_row_matches_its_columns() {
     ] {
         assert_eq!(cells(g, k, &obj, NOW).len(), columns(g, k).len(), "{g}/{k}");
     }
+}
+
+/// The kinds kube prints with their own columns where kapi printed only name and age.
+#[test]
+fn policy_kind_rows() {
+    let created = json!({"name": "x", "creationTimestamp": "2024-05-01T11:00:00Z"});
+    let cases = [
+        ("", "ServiceAccount", json!({"metadata": created, "secrets": [{"name": "t"}]}), json!(["x", 1, "60m"])),
+        ("policy", "PodDisruptionBudget", json!({"metadata": created, "spec": {"minAvailable": "50%"},
+            "status": {"disruptionsAllowed": 2}}), json!(["x", "50%", "N/A", 2, "60m"])),
+        ("networking.k8s.io", "NetworkPolicy", json!({"metadata": created, "spec": {"podSelector": {}}}),
+            json!(["x", "<none>", "60m"])),
+        ("networking.k8s.io", "NetworkPolicy", json!({"metadata": created, "spec": {"podSelector": {"matchLabels": {"app": "web"}}}}),
+            json!(["x", "app=web", "60m"])),
+        ("networking.k8s.io", "IngressClass", json!({"metadata": created, "spec": {"controller": "k8s.io/nginx",
+            "parameters": {"apiGroup": "k8s.example.com", "kind": "Params", "name": "p"}}}),
+            json!(["x", "k8s.io/nginx", "Params.k8s.example.com/p", "60m"])),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", json!({"metadata": created,
+            "webhooks": [{}, {}]}), json!(["x", 2, "60m"])),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration", json!({"metadata": created}), json!(["x", 0, "60m"])),
+        ("apiregistration.k8s.io", "APIService", json!({"metadata": created, "spec": {}}), json!(["x", "Local", "Unknown", "60m"])),
+        ("apiregistration.k8s.io", "APIService", json!({"metadata": created,
+            "spec": {"service": {"namespace": "ns", "name": "api"}},
+            "status": {"conditions": [{"type": "Available", "status": "False", "reason": "MissingEndpoints"}]}}),
+            json!(["x", "ns/api", "False (MissingEndpoints)", "60m"])),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", json!({"metadata": created,
+            "spec": {"validations": [{}], "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}}}),
+            json!(["x", 1, "v1/ConfigMap", "60m"])),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", json!({"metadata": created,
+            "spec": {"policyName": "p", "paramRef": {"name": "cm"}}}), json!(["x", "p", "*/cm", "60m"])),
+    ];
+    for (group, kind, obj, want) in cases {
+        let got = cells(group, kind, &obj, NOW);
+        assert_eq!(Value::from(got.clone()), want, "{kind}");
+        assert_eq!(columns(group, kind).len(), got.len(), "{kind}");
+    }
+    let headers: Vec<String> =
+        columns("policy", "PodDisruptionBudget").iter().map(|c| c["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(headers, ["Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"]);
 }
