@@ -12,6 +12,7 @@ pub mod load;
 mod nats;
 mod process;
 pub mod raw;
+mod webhook;
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -28,6 +29,7 @@ use tempfile::TempDir;
 pub use haproxy::Haproxy;
 pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
+pub use webhook::ConversionWebhook;
 
 /// How long the server may take to print its "Serving securely on" line, and then to pass
 /// `/readyz`.

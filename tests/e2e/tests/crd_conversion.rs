@@ -3,64 +3,14 @@
 //! ways, for gets, lists, watches and patches, by `url` and by `service` (resolved through the
 //! Service's EndpointSlices); with the webhook down, kube's error and never a wrong object.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use kapi_e2e::{free_port, wait_for, Kapi, Request};
+use kapi_e2e::{wait_for, ConversionWebhook, Kapi, Request};
 use serde_json::{json, Value};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const ALPHA: &str = "/apis/demo.io/v1alpha1/namespaces/default/apps";
 const GA: &str = "/apis/demo.io/v1/namespaces/default/apps";
-
-/// The webhook process; killed on drop.
-struct Webhook {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
-    assert!(out.status.success(), "openssl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-}
-
-/// A CA and a serving certificate for `conv.default.svc` and 127.0.0.1; returns the CA PEM,
-/// base64-encoded as a `caBundle`.
-fn certificates(dir: &Path) -> String {
-    openssl(dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=e2e-webhook-ca"]);
-    openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=conv.default.svc"]);
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:conv.default.svc,IP:127.0.0.1\n").expect("write ext");
-    openssl(dir, &["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tls.crt", "-days", "1", "-extfile", "ext.cnf"]);
-    let out = Command::new("openssl").args(["base64", "-A", "-in", "ca.crt"]).current_dir(dir).output().expect("openssl base64");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn start_webhook(dir: &Path, port: u16) -> Webhook {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/conversion_webhook.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .arg(port.to_string())
-        .arg(dir.join("tls.crt"))
-        .arg(dir.join("tls.key"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the webhook");
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("stdout");
-    BufReader::new(stdout).read_line(&mut line).expect("webhook output");
-    assert_eq!(line.trim(), "ready");
-    Webhook { child, port }
-}
 
 fn crd(client_config: Value, storage: &str) -> Value {
     let version = |name: &str, props: Value| {
@@ -122,16 +72,13 @@ fn converts_both_ways(kapi: &Kapi) {
 #[test]
 fn conversion_webhook_by_url() {
     let kapi = Kapi::start().expect("start kapi");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let bundle = certificates(dir.path());
-    let port = free_port().expect("port");
-    let mut webhook = start_webhook(dir.path(), port);
-    install(&kapi, &crd(json!({"url": format!("https://127.0.0.1:{}/convert", webhook.port), "caBundle": bundle}), "v1alpha1"));
+    let mut webhook = ConversionWebhook::start().expect("start the webhook");
+    let port = webhook.port;
+    install(&kapi, &crd(json!({"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": webhook.ca_bundle}), "v1alpha1"));
     converts_both_ways(&kapi);
 
     // The webhook down: kube's error, no wrong object; reads needing no conversion still work.
-    let _ = webhook.child.kill();
-    let _ = webhook.child.wait();
+    webhook.stop();
     let r = kapi.request(&Request::get(&format!("{GA}/old")));
     assert_eq!(r.status, 500, "{}", r.raw);
     assert_eq!(r.reason(), "InternalError");
@@ -152,10 +99,8 @@ fn conversion_webhook_by_url() {
 #[test]
 fn conversion_webhook_by_service_through_endpointslices() {
     let kapi = Kapi::start().expect("start kapi");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let bundle = certificates(dir.path());
-    let port = free_port().expect("port");
-    let _webhook = start_webhook(dir.path(), port);
+    let webhook = ConversionWebhook::start().expect("start the webhook");
+    let port = webhook.port;
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "conv"},
                      "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
     assert_eq!(kapi.request(&Request::new("POST", "/api/v1/namespaces/default/services").json(&svc)).status, 201);
@@ -165,6 +110,6 @@ fn conversion_webhook_by_service_through_endpointslices() {
                        "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
     let r = kapi.request(&Request::new("POST", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices").json(&slice));
     assert_eq!(r.status, 201, "{}", r.raw);
-    install(&kapi, &crd(json!({"service": {"namespace": "default", "name": "conv", "path": "/convert", "port": 443}, "caBundle": bundle}), "v1"));
+    install(&kapi, &crd(json!({"service": {"namespace": "default", "name": "conv", "path": "/convert", "port": 443}, "caBundle": webhook.ca_bundle}), "v1"));
     converts_both_ways(&kapi);
 }

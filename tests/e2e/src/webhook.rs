@@ -1,0 +1,77 @@
+//! The CRD conversion webhook of the e2e tests (`python/conversion_webhook.py`, apps.demo.io
+//! v1alpha1 <-> v1): a real HTTPS process with its own CA, stopped by its PID on drop.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use tempfile::TempDir;
+
+use crate::{free_port, io_err, HarnessError};
+
+/// A running conversion webhook.
+pub struct ConversionWebhook {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its CA certificate, base64 as a CRD's `caBundle` wants it.
+    pub ca_bundle: String,
+    _dir: TempDir,
+}
+
+fn openssl(dir: &Path, args: &[&str]) -> Result<Vec<u8>, HarnessError> {
+    let out = Command::new("openssl").args(args).current_dir(dir).output().map_err(io_err("running openssl"))?;
+    if !out.status.success() {
+        return Err(HarnessError::Io {
+            context: format!("openssl {}", args.join(" ")),
+            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()),
+        });
+    }
+    Ok(out.stdout)
+}
+
+impl ConversionWebhook {
+    /// Makes a CA and a serving certificate for `conv.default.svc` and 127.0.0.1, and starts the
+    /// webhook on a free port once it says it listens.
+    pub fn start() -> Result<Self, HarnessError> {
+        let dir = tempfile::Builder::new().prefix("kapi-webhook-").tempdir().map_err(io_err("creating the webhook dir"))?;
+        let d = dir.path();
+        openssl(d, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=e2e-webhook-ca"])?;
+        openssl(d, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=conv.default.svc"])?;
+        std::fs::write(d.join("ext.cnf"), "subjectAltName=DNS:conv.default.svc,IP:127.0.0.1\n").map_err(io_err("writing ext.cnf"))?;
+        openssl(d, &["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tls.crt", "-days", "1", "-extfile", "ext.cnf"])?;
+        let ca_bundle = String::from_utf8_lossy(&openssl(d, &["base64", "-A", "-in", "ca.crt"])?).trim().to_owned();
+        let port = free_port()?;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/conversion_webhook.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .arg(d.join("tls.crt"))
+            .arg(d.join("tls.key"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(io_err("starting the conversion webhook"))?;
+        let mut line = String::new();
+        if let Some(stdout) = child.stdout.take() {
+            BufReader::new(stdout).read_line(&mut line).map_err(io_err("reading the webhook's output"))?;
+        }
+        let webhook = ConversionWebhook { child, port, ca_bundle, _dir: dir };
+        if line.trim() != "ready" {
+            return Err(HarnessError::Io { context: "the conversion webhook did not start".into(), source: std::io::Error::other(line) });
+        }
+        Ok(webhook)
+    }
+
+    /// Stops the webhook (a test of what happens while it is down).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ConversionWebhook {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
