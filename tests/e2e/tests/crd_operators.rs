@@ -296,7 +296,7 @@ fn flow(ctl: &Ctl<'_>, case: &Case) {
     assert_eq!(header, case.columns, "{table}");
     assert!(table.lines().nth(1).is_some_and(|l| l.starts_with("a ")), "{table}");
     for name in [case.plural, case.kind, case.short] {
-        assert!(ctl.ok(&["get", name, "a", "-o", "name"]).contains(&format!("/a")), "{name}");
+        assert!(ctl.ok(&["get", name, "a", "-o", "name"]).contains("/a"), "{name}");
     }
     assert!(ctl.ok(&["get", case.category, "-o", "name"]).contains(&format!("{}.{}/a", case.kind.to_lowercase(), case.crd_name.split_once('.').map(|x| x.1).unwrap_or_default())));
 
