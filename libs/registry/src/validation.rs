@@ -7,6 +7,7 @@
 
 mod admission;
 mod admission_policy;
+mod cluster;
 mod config;
 mod pod;
 mod rbac;
@@ -64,6 +65,11 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         }
         (ADMISSION, "ValidatingAdmissionPolicy") => admission_policy::validate_policy(obj),
         (ADMISSION, "ValidatingAdmissionPolicyBinding") => admission_policy::validate_policy_binding(obj),
+        ("policy", "PodDisruptionBudget") => cluster::validate_pdb(obj),
+        ("networking.k8s.io", "NetworkPolicy") => cluster::validate_network_policy(obj),
+        ("networking.k8s.io", "IngressClass") => cluster::validate_ingress_class(obj),
+        ("node.k8s.io", "RuntimeClass") => cluster::validate_runtime_class(obj),
+        ("scheduling.k8s.io", "PriorityClass") => cluster::validate_priority_class(obj),
         _ => Vec::new(),
     });
     causes

@@ -376,3 +376,38 @@ fn validating_admission_policy_binding() {
         ["spec.validationActions: Required value: at least one validation action is required"]
     );
 }
+
+#[test]
+fn cluster_kinds() {
+    let pdb = json!({"spec": {"minAvailable": "120%", "unhealthyPodEvictionPolicy": "Sometimes"}});
+    assert_eq!(
+        policy_messages_in("policy", "PodDisruptionBudget", &pdb),
+        [
+            "spec.minAvailable: Invalid value: \"120%\": must not be greater than 100%",
+            "spec.unhealthyPodEvictionPolicy: Unsupported value: \"Sometimes\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\"",
+        ]
+    );
+    let ic = json!({"spec": {"controller": "nginx"}});
+    assert_eq!(
+        policy_messages_in("networking.k8s.io", "IngressClass", &ic),
+        ["spec.controller: Invalid value: \"nginx\": must be a domain-prefixed path (such as \"acme.io/foo\")"]
+    );
+    assert_eq!(
+        policy_messages_in("networking.k8s.io", "IngressClass", &json!({"spec": {}})),
+        ["spec.controller: Required value"]
+    );
+    let pc = json!({"metadata": {"name": "high"}, "value": 2_000_000_000});
+    assert_eq!(
+        policy_messages_in("scheduling.k8s.io", "PriorityClass", &pc),
+        ["value: Forbidden: maximum allowed value of a user defined priority is 1000000000"]
+    );
+    let np = json!({"spec": {"podSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}});
+    assert_eq!(
+        policy_messages_in("networking.k8s.io", "NetworkPolicy", &np),
+        ["spec.podSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"]
+    );
+}
+
+fn policy_messages_in(group: &str, kind: &str, obj: &Value) -> Vec<String> {
+    validate(group, kind, obj).into_iter().map(|c| c.message).collect()
+}

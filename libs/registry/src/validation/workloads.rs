@@ -99,7 +99,7 @@ pub(super) fn validate_deployment(obj: &Value) -> Vec<Cause> {
     causes
 }
 
-fn percent(v: &Value) -> Option<i64> {
+pub(super) fn percent(v: &Value) -> Option<i64> {
     v.as_str()?.strip_suffix('%')?.parse().ok()
 }
 
@@ -107,7 +107,7 @@ fn is_zero(v: &Value) -> bool {
     v.as_i64() == Some(0) || percent(v) == Some(0)
 }
 
-fn int_or_percent(v: &Value, field: &str) -> Vec<Cause> {
+pub(super) fn int_or_percent(v: &Value, field: &str) -> Vec<Cause> {
     match v {
         Value::Null => Vec::new(),
         Value::Number(n) if n.as_i64().is_some_and(|n| n < 0) => {
