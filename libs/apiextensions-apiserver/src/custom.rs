@@ -64,6 +64,17 @@ impl Strategy for CustomStrategy {
         self.spec
     }
 
+    /// kube's custom resource store (`customresource/strategy.go`, `etcd.go`): no create on
+    /// update, unconditional updates, DELETE answers a Status; generation counts everything
+    /// outside metadata, and outside status too when status is a subresource.
+    fn semantics(&self) -> &'static kapi_registry::semantics::Semantics {
+        if self.spec.has_subresource("status") {
+            &kapi_registry::semantics::CUSTOM_RESOURCE_WITH_STATUS
+        } else {
+            &kapi_registry::semantics::CUSTOM_RESOURCE
+        }
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         if self.spec.has_subresource("status") {
             if let Some(map) = obj.as_object_mut() {

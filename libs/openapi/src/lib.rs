@@ -54,6 +54,9 @@ pub struct ServedResource {
     pub verbs: Vec<String>,
     /// Subresource names (`status`, `scale`, or `deployments/status`).
     pub subresources: Vec<String>,
+    /// Whether kube declares the object (not `Status`) as the DELETE answer: the registry's
+    /// `ReturnDeletedObject` as kube's published OpenAPI shows it.
+    pub delete_returns_object: bool,
 }
 
 /// The rendered documents, built together on first request, and the pieces the documents
@@ -397,6 +400,7 @@ mod tests {
                 .map(String::from)
                 .to_vec(),
                 subresources: vec!["status".into()],
+                delete_returns_object: false,
             })
             .collect();
         let rss = || {

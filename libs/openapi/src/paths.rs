@@ -579,10 +579,10 @@ pub(crate) fn resource_paths(r: &ServedResource, schemas: &ResourceSchemas) -> V
         );
         o.params = delete_params(false);
         o.body = Some(BodySchema::Def(DELETE_OPTIONS_DEF.into()));
-        o.responses = vec![
-            (200, "OK", status.clone()),
-            (202, "Accepted", status.clone()),
-        ];
+        // kube's installer declares the object for stores with ReturnDeletedObject, a Status
+        // otherwise; deletecollection always declares Status (it answers the deleted list).
+        let deleted = if r.delete_returns_object { kind_def.clone() } else { status.clone() };
+        o.responses = vec![(200, "OK", deleted.clone()), (202, "Accepted", deleted)];
         item_ops.push(o);
     }
     if !item_ops.is_empty() {
@@ -819,6 +819,34 @@ mod tests {
     }
 
     #[test]
+    fn delete_declares_the_object_only_when_the_store_returns_it() {
+        let declared = |returns: bool| {
+            let r = ServedResource {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "Service".into(),
+                resource: "services".into(),
+                namespaced: true,
+                verbs: ["delete", "deletecollection"].map(String::from).to_vec(),
+                subresources: Vec::new(),
+                delete_returns_object: returns,
+            };
+            let schemas = ResourceSchemas { kind_def: "io.k8s.api.core.v1.Service".into(), list_def: "io.k8s.api.core.v1.ServiceList".into() };
+            let paths = resource_paths(&r, &schemas);
+            let def = |action: &str| -> Vec<String> {
+                let op = paths.iter().flat_map(|p| p.operations.iter()).find(|o| o.action == action).expect("operation");
+                op.responses.iter().map(|(_, _, b)| format!("{b:?}")).collect()
+            };
+            (def("delete"), def("deletecollection"))
+        };
+        let (delete, collection) = declared(true);
+        assert!(delete.iter().all(|d| d.contains("io.k8s.api.core.v1.Service")), "{delete:?}");
+        assert!(collection.iter().all(|d| d.contains(STATUS_DEF)), "{collection:?}");
+        let (delete, _) = declared(false);
+        assert!(delete.iter().all(|d| d.contains(STATUS_DEF)), "{delete:?}");
+    }
+
+    #[test]
     fn deployment_operations() {
         let r = ServedResource {
             group: "apps".into(),
@@ -839,6 +867,7 @@ mod tests {
             .map(String::from)
             .to_vec(),
             subresources: vec!["status".into(), "scale".into()],
+            delete_returns_object: false,
         };
         let schemas = ResourceSchemas {
             kind_def: "io.k8s.api.apps.v1.Deployment".into(),

@@ -32,6 +32,7 @@ fn served(
         .map(String::from)
         .to_vec(),
         subresources: subresources.iter().map(|s| s.to_string()).collect(),
+        delete_returns_object: false,
     }
 }
 

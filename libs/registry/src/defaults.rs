@@ -6,6 +6,7 @@
 //! changes nothing and never overwrites what a client set.
 
 mod pod;
+mod secret;
 mod workloads;
 
 use serde_json::{json, Map, Value};
@@ -24,7 +25,10 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
         ("", "PodTemplate") => pod::default_template_at(obj, &["template"]),
         ("", "ReplicationController") => workloads::default_replication_controller(obj),
         ("", "Service") => default_service(obj),
-        ("", "Secret") => set_default(obj, &["type"], json!("Opaque")),
+        ("", "Secret") => {
+            secret::merge_string_data(obj);
+            set_default(obj, &["type"], json!("Opaque"));
+        }
         ("", "Namespace") => default_namespace(obj),
         ("", "PersistentVolumeClaim") => pod::default_pvc_spec_at(obj, &["spec"]),
         ("", "PersistentVolume") => default_persistent_volume(obj),
@@ -63,6 +67,14 @@ pub fn prepare_for_create(group: &str, kind: &str, obj: &mut Value) {
     }
     // The status each strategy writes on create, as Go serializes the reset struct: fields
     // without `omitempty` appear as zeros.
+    if (group, kind) == ("", "Node") {
+        // A Node keeps its status on create, but not the dynamic kubelet config source (gone).
+        for (parent, field) in [("/spec", "configSource"), ("/status", "config")] {
+            if let Some(m) = obj.pointer_mut(parent).and_then(Value::as_object_mut) {
+                m.remove(field);
+            }
+        }
+    }
     let status = match (group, kind) {
         ("", "Pod") => Some(pod::initial_pod_status(obj)),
         ("", "Service") => Some(json!({"loadBalancer": {}})),

@@ -5,6 +5,8 @@
 //! - [`fields`]: the field-selector attributes each kind supports.
 //! - [`defaults`], [`validation`]: what kube-apiserver defaults and rejects, per kind.
 //! - [`table`]: server-side printing (`as=Table`) columns per kind.
+//! - [`semantics`]: kube's per-kind registry answers (status reset, create on update,
+//!   unconditional update, generation, DELETE's answer) in one table.
 //! - [`strategy`] and [`rest`]: one generic REST store that applies a per-resource strategy
 //!   around storage calls in kube-apiserver's order.
 #![warn(missing_docs)]
@@ -14,6 +16,7 @@ pub mod conversion;
 pub mod defaults;
 pub mod fields;
 pub mod rest;
+pub mod semantics;
 pub mod strategy;
 pub mod table;
 pub mod validation;

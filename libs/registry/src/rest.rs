@@ -152,13 +152,25 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Whether anything but metadata and status differs: the change that bumps
-/// `metadata.generation`. Compared in place, without copying either object.
-fn spec_changed(new: &Value, old: &Value) -> bool {
-    let (Some(new), Some(old)) = (new.as_object(), old.as_object()) else { return new != old };
-    let counted = |(k, _): &(&String, &Value)| k.as_str() != "metadata" && k.as_str() != "status";
-    new.iter().filter(counted).count() != old.iter().filter(counted).count()
-        || new.iter().filter(counted).any(|(k, v)| old.get(k) != Some(v))
+/// The resourceVersion a write names, read as kube's versioner reads it: absent, empty and
+/// "0" all mean none (`ObjectResourceVersion` parses "0" to 0, "unset").
+fn named_resource_version(obj: &Value) -> Result<Option<Revision>> {
+    match meta_str(obj, "resourceVersion") {
+        None => Ok(None),
+        Some(rv) => Ok(kapi_apimachinery::resource_version::parse(rv)?.filter(|rv| *rv != 0)),
+    }
+}
+
+/// kube's answer to a PUT without resourceVersion for a kind whose strategy says
+/// `AllowUnconditionalUpdate() == false` (store.go: the qualified "kind" is the resource).
+fn resource_version_required(spec: &ResourceSpec, name: &str) -> ApiError {
+    let field = "metadata.resourceVersion";
+    let cause = kapi_apimachinery::Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("{field}: Invalid value: 0x0: must be specified for an update"),
+        field: field.into(),
+    };
+    ApiError::invalid(spec.group, spec.resource, name, vec![cause])
 }
 
 /// Query parameters of a list or watch, already parsed.
@@ -504,10 +516,10 @@ impl RestStore {
             m.remove("deletionTimestamp");
             m.remove("deletionGracePeriodSeconds");
             m.remove("selfLink");
-            if spec.tracks_generation {
+            // Kinds that track generation start at 1; the others keep what the client sent,
+            // as kube's BeforeCreate does not touch it.
+            if strategy.generation().set_on_create() {
                 m.insert("generation".into(), Value::from(1));
-            } else {
-                m.remove("generation");
             }
         }
         strategy.prepare_for_create(&mut obj);
@@ -582,8 +594,7 @@ impl RestStore {
         Err(ApiError::internal("failed to allocate a serviceIP: range is full"))
     }
 
-    /// UPDATE (PUT) of the main resource or its status. A `resourceVersion` in the body must match
-    /// the stored one (409 otherwise); without one the update is unconditional.
+    /// UPDATE (PUT) of the main resource or its status; see [`RestStore::update_or_create`].
     #[allow(clippy::too_many_arguments)]
     pub async fn update(
         &self,
@@ -595,6 +606,24 @@ impl RestStore {
         dry_run: bool,
         hooks: WriteHooks<'_>,
     ) -> Result<Value> {
+        self.update_or_create(strategy, namespace, name, obj, target, dry_run, hooks).await.map(|(obj, _)| obj)
+    }
+
+    /// PUT with kube's store rules: a missing object is created (answered `true`, 201) when
+    /// the kind allows create on update and this is the main resource, else 404; a
+    /// `resourceVersion` in the body must match the stored one (409 otherwise); without one
+    /// (or with "0") the update is unconditional if the kind allows it, else 422.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn update_or_create(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        obj: Value,
+        target: WriteTarget,
+        dry_run: bool,
+        hooks: WriteHooks<'_>,
+    ) -> Result<(Value, bool)> {
         let spec = strategy.spec();
         let mut body = obj;
         Self::check_type_and_namespace(spec, &mut body, namespace)?;
@@ -607,7 +636,38 @@ impl RestStore {
             }
             None => return Err(ApiError::bad_request("name is required")),
         }
-        self.update_with(strategy, namespace, name, target, dry_run, hooks, |_current| Ok(body.clone())).await
+        let unconditional = named_resource_version(&body)?.is_none();
+        if unconditional {
+            meta_mut(&mut body).remove("resourceVersion");
+        }
+        // Subresources never create (kube passes forceAllowCreate=false and their strategies
+        // answer for the parent).
+        let may_create = target == WriteTarget::Main && strategy.allow_create_on_update();
+        let key = object_key(spec, namespace, name);
+        for _ in 0..MAX_UPDATE_RETRIES {
+            if may_create && self.read(spec, &key, name).await?.is_none() {
+                match self.create(strategy, namespace, body.clone(), dry_run, hooks).await {
+                    Ok(created) => return Ok((created, true)),
+                    // Another writer created it first: update that object instead.
+                    Err(e) if e.reason == kapi_apimachinery::StatusReason::AlreadyExists => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            let updated = self
+                .update_with(strategy, namespace, name, target, dry_run, hooks, |_current| {
+                    if unconditional && !strategy.allow_unconditional_update() {
+                        return Err(resource_version_required(spec, name));
+                    }
+                    Ok(body.clone())
+                })
+                .await;
+            match updated {
+                // Deleted between the read and the update: create it after all.
+                Err(e) if may_create && e.code == 404 => continue,
+                other => return other.map(|obj| (obj, false)),
+            }
+        }
+        Err(ApiError::conflict(&group_resource(spec), name, "the object has been modified too often; please try again"))
     }
 
     /// The read-modify-write loop shared by update and patch (kube's GuaranteedUpdate).
@@ -659,15 +719,10 @@ impl RestStore {
             if meta_str(&new, "name") != Some(name) {
                 return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
             }
-            let pinned = match meta_str(&new, "resourceVersion") {
+            let pinned = match named_resource_version(&new)? {
                 None => false,
-                Some(rv) => {
-                    let rv = kapi_apimachinery::resource_version::parse(rv)?;
-                    if rv != Some(kv.mod_revision) {
-                        return Err(ApiError::stale_update(&gr, name));
-                    }
-                    true
-                }
+                Some(rv) if rv == kv.mod_revision => true,
+                Some(_) => return Err(ApiError::stale_update(&gr, name)),
             };
             strategy.prepare_for_update(&mut new, &old, target);
             // System fields are the server's: keep them from the stored object.
@@ -689,7 +744,7 @@ impl RestStore {
             if target == WriteTarget::Main {
                 strategy.apply_defaults(&mut new);
             }
-            if spec.tracks_generation && spec_changed(&new, &old) {
+            if strategy.generation().bumps(&new, &old) {
                 let g = meta(&old).and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0);
                 meta_mut(&mut new).insert("generation".into(), Value::from(g + 1));
             }

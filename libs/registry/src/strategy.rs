@@ -3,7 +3,9 @@
 //! The generic store in [`crate::rest`] calls these hooks in one fixed order (see
 //! `pkg/registry/rest/create.go` and `update.go` upstream), so a resource only says *what* differs:
 //! its defaults, its validation, how status and spec are separated, and its field-selector
-//! attributes.
+//! attributes. What kube's strategies answer per kind with a flag or a one-line rule (status
+//! reset, create on update, unconditional update, generation, DELETE's answer) comes from the
+//! [`semantics`] table through the default methods.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,7 @@ use kapi_apimachinery::Cause;
 use serde_json::Value;
 
 use crate::catalog::ResourceSpec;
+use crate::semantics::{self, Generation, Semantics, StatusOnCreate};
 use crate::{defaults, fields, validation};
 
 /// Which part of an object a write may change.
@@ -37,7 +40,7 @@ pub trait Strategy: Send + Sync {
     /// and fills create-time fields (Pod phase Pending, Namespace finalizers, ...).
     fn prepare_for_create(&self, obj: &mut Value) {
         let spec = self.spec();
-        if spec.has_subresource("status") {
+        if self.semantics().status_on_create == StatusOnCreate::Reset {
             if let Some(map) = obj.as_object_mut() {
                 map.remove("status");
             }
@@ -47,18 +50,10 @@ pub trait Strategy: Send + Sync {
 
     /// Keeps what this write may not change, taking it from the stored object.
     fn prepare_for_update(&self, new: &mut Value, old: &Value, target: WriteTarget) {
-        let spec = self.spec();
         match target {
             WriteTarget::Main => {
-                if spec.has_subresource("status") {
-                    match old.get("status") {
-                        Some(status) => new["status"] = status.clone(),
-                        None => {
-                            if let Some(map) = new.as_object_mut() {
-                                map.remove("status");
-                            }
-                        }
-                    }
+                for pointer in self.semantics().kept_on_update {
+                    keep_from_old(new, old, pointer);
                 }
             }
             WriteTarget::Subresource => {}
@@ -110,6 +105,55 @@ pub trait Strategy: Send + Sync {
     /// The attributes field selectors match against.
     fn field_set(&self, obj: &Value) -> BTreeMap<String, String> {
         fields::field_set(self.spec(), obj)
+    }
+
+    /// kube's per-kind registry answers ([`semantics`]): the row of the resource.
+    fn semantics(&self) -> &'static Semantics {
+        let spec = self.spec();
+        semantics::lookup(spec.group, spec.resource)
+    }
+
+    /// `AllowCreateOnUpdate`: whether a PUT of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        self.semantics().allow_create_on_update
+    }
+
+    /// `AllowUnconditionalUpdate`: whether a PUT may omit `metadata.resourceVersion`.
+    fn allow_unconditional_update(&self) -> bool {
+        self.semantics().allow_unconditional_update
+    }
+
+    /// `ReturnDeletedObject`: whether a completed DELETE answers the object instead of a Status.
+    fn returns_deleted_object(&self) -> bool {
+        self.semantics().delete_returns_object
+    }
+
+    /// When `metadata.generation` is set and bumped.
+    fn generation(&self) -> Generation {
+        self.semantics().generation
+    }
+}
+
+/// Sets `pointer` in `new` to its value in `old`, or removes it when `old` has none: a field
+/// this write may not change.
+fn keep_from_old(new: &mut Value, old: &Value, pointer: &str) {
+    let Some((parent, field)) = pointer.rsplit_once('/') else { return };
+    match old.pointer(pointer) {
+        Some(v) => {
+            let mut at = &mut *new;
+            for part in parent.split('/').filter(|p| !p.is_empty()) {
+                if !at.get(part).is_some_and(Value::is_object) {
+                    at[part] = Value::Object(Default::default());
+                }
+                at = &mut at[part];
+            }
+            at[field] = v.clone();
+        }
+        None => {
+            if let Some(map) = new.pointer_mut(parent).and_then(Value::as_object_mut) {
+                map.remove(field);
+            }
+        }
     }
 }
 

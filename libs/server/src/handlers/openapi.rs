@@ -21,6 +21,7 @@ pub fn served_resources() -> Vec<ServedResource> {
             namespaced: r.namespaced,
             verbs: r.verbs.iter().map(|v| (*v).to_owned()).collect(),
             subresources: r.subresources.iter().map(|s| s.name.to_owned()).collect(),
+            delete_returns_object: kapi_registry::semantics::lookup(r.group, r.resource).openapi_delete_returns_object,
         })
         .collect()
 }

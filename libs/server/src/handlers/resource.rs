@@ -263,7 +263,7 @@ async fn dispatch(
             let outcome = srv.rest.delete(strategy, ns, name, &opts).await?;
             // A pending delete answers the object; a completed one the object or a Status, as
             // the kind's store says (kube's ReturnDeletedObject).
-            let returns_object = !outcome.deleted || (spec.group.is_empty() && matches!(spec.resource, "pods" | "namespaces"));
+            let returns_object = !outcome.deleted || strategy.returns_deleted_object();
             if returns_object {
                 Ok(single(scope, &outcome.object, output, query, StatusCode::OK).await?)
             } else {
