@@ -10,6 +10,8 @@
 #![warn(missing_docs)]
 
 pub mod cel;
+/// Go's printers (`%v`, `%q`, `json.Marshal`) for decoded JSON values, shared by all modules.
+mod gofmt;
 pub mod printer;
 pub mod schema;
 pub mod validation;

@@ -9,31 +9,13 @@ use serde_json::Value;
 use super::compile::{compile_rule, cost_error_message, RuleSpec};
 use super::runtime::child;
 use super::types::{decl_of, MAX_REQUEST_SIZE_BYTES};
+use crate::gofmt::go_json_string as go_string;
 use crate::schema::{AdditionalProperties, Schema};
 
 /// kube's `StaticEstimatedCostLimit`.
 pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
 /// kube's `StaticEstimatedCRDCostLimit`.
 pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
-
-/// Go's `json.Marshal` of a string (HTML characters escaped as Go does).
-fn go_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
 
 /// The internal `ValidationRule` as kube prints it in an `Invalid value` (JSON of the internal
 /// struct, which has no json tags).

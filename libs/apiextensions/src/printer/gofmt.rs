@@ -1,9 +1,11 @@
-//! Go's text forms of decoded JSON values, as kube prints them: `fmt.Sprint` (field-selector
-//! values, `%v` in messages), `encoding/json.Marshal` (string cells holding objects or lists),
-//! `%q` and `%#U` (error messages), and `strconv.Unquote` for quoted path literals. kube's outputs are byte-compared by clients and tests, so
-//! the Go rules (sorted map keys, `1e+06` floats, HTML-escaped JSON) are kept here.
+//! Go's text forms that only the printer needs: `fmt.Sprint` (field-selector values, string
+//! cells, `%v` in jsonpath errors), `%v` of a `reflect.Type`, `%#U` (parse errors) and
+//! `strconv.Unquote` for quoted path literals. `%q`, `encoding/json.Marshal` and Go's number
+//! forms are shared with the rest of the crate in [`crate::gofmt`].
 
-use serde_json::{Number, Value};
+use serde_json::Value;
+
+use crate::gofmt::{go_num, go_num_v, is_print, GoNum};
 
 /// The Go type name of a value decoded by apimachinery's JSON decoder (integers are `int64`,
 /// other numbers `float64`), as `%v` of a `reflect.Type` prints it in jsonpath's errors.
@@ -11,8 +13,10 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "<nil>",
         Value::Bool(_) => "bool",
-        Value::Number(n) if n.as_i64().is_some() => "int64",
-        Value::Number(_) => "float64",
+        Value::Number(n) => match go_num(n) {
+            GoNum::Int(_) => "int64",
+            GoNum::Float(_) => "float64",
+        },
         Value::String(_) => "string",
         Value::Array(_) => "[]interface {}",
         Value::Object(_) => "map[string]interface {}",
@@ -31,7 +35,7 @@ fn write_sprint(out: &mut String, v: &Value) {
     match v {
         Value::Null => out.push_str("<nil>"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&number_v(n)),
+        Value::Number(n) => out.push_str(&go_num_v(go_num(n))),
         Value::String(s) => out.push_str(s),
         Value::Array(items) => {
             out.push('[');
@@ -60,144 +64,6 @@ fn write_sprint(out: &mut String, v: &Value) {
             out.push(']');
         }
     }
-}
-
-/// `%v` of a number: `int64` in decimal; `float64` in Go's shortest `%g` form, which switches
-/// to an exponent (`1e+06`, `1e-05`) below 1e-4 and from 1e6 (integral beyond int64 included).
-fn number_v(n: &Number) -> String {
-    if let Some(i) = n.as_i64() {
-        return i.to_string();
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    let (mantissa, exp) = shortest_exp(f);
-    if !(-4..6).contains(&exp) {
-        format!("{mantissa}e{}", exp_suffix(exp, 2))
-    } else {
-        f.to_string()
-    }
-}
-
-/// Shortest round-trip digits of `f` as `d.ddd` and its decimal exponent.
-fn shortest_exp(f: f64) -> (String, i32) {
-    let text = format!("{f:e}");
-    match text.split_once('e') {
-        Some((mantissa, exp)) => (mantissa.to_owned(), exp.parse().unwrap_or(0)),
-        None => (text, 0),
-    }
-}
-
-/// `+06` / `-05`: Go's exponent sign and at least `min_digits` digits.
-fn exp_suffix(exp: i32, min_digits: usize) -> String {
-    let sign = if exp < 0 { '-' } else { '+' };
-    format!("{sign}{:0min_digits$}", exp.unsigned_abs())
-}
-
-/// `encoding/json.Marshal` of a decoded value: compact, map keys sorted, `<`, `>`, `&`,
-/// U+2028 and U+2029 escaped, floats in Go's form. jsonpath prints objects and lists this way.
-pub(crate) fn marshal(v: &Value) -> String {
-    let mut out = String::new();
-    write_json(&mut out, v);
-    out
-}
-
-fn write_json(out: &mut String, v: &Value) {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&json_number(n)),
-        Value::String(s) => write_json_string(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json_string(out, key);
-                out.push(':');
-                if let Some(value) = map.get(key) {
-                    write_json(out, value);
-                }
-            }
-            out.push('}');
-        }
-    }
-}
-
-/// Go's JSON float form: plain decimals, exponent only below 1e-6 or from 1e21 (`1e-7`,
-/// `1e+21`).
-fn json_number(n: &Number) -> String {
-    if let Some(i) = n.as_i64() {
-        return i.to_string();
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    let abs = f.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        let (mantissa, exp) = shortest_exp(f);
-        let digits = if exp < 0 { 1 } else { 2 };
-        format!("{mantissa}e{}", exp_suffix(exp, digits))
-    } else {
-        f.to_string()
-    }
-}
-
-fn write_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// Go's `strconv.IsPrint`, approximated: graphic characters and the ASCII space.
-fn is_print(c: char) -> bool {
-    c == ' ' || !(c.is_control() || c.is_whitespace() || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{feff}'))
-}
-
-/// `%q` of a string, as kube quotes JSONPaths in messages.
-pub(crate) fn quote(s: &str) -> String {
-    let mut out = String::from('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if is_print(c) => out.push(c),
-            c if u32::from(c) < 0x80 => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c if u32::from(c) < 0x10000 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push_str(&format!("\\U{:08x}", u32::from(c))),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// `%#U` of a character: `U+002A '*'`, or just `U+0009` when not printable.

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use super::{gofmt, JsonPath};
+use crate::gofmt::{go_json, go_quote};
 
 /// ObjectMeta's `name` description, which kube gives the `Name` column.
 const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
@@ -79,7 +80,7 @@ impl TableConvertor {
         for col in columns {
             let json_path = text(col, "jsonPath");
             let Ok(path) = JsonPath::parse(&json_path) else {
-                return (convertor, Some(format!("unrecognized column definition {}", gofmt::quote(&json_path))));
+                return (convertor, Some(format!("unrecognized column definition {}", go_quote(&json_path))));
             };
             let mut description = text(col, "description");
             if description.is_empty() {
@@ -164,7 +165,7 @@ fn cell(kind: &str, value: &Value, now: SystemTime) -> Value {
         // `<no value>`, scalars bare.
         ("string", Value::String(s)) => Value::String(s.clone()),
         ("string", Value::Null) => Value::String("<no value>".to_owned()),
-        ("string", Value::Array(_) | Value::Object(_)) => Value::String(gofmt::marshal(value)),
+        ("string", Value::Array(_) | Value::Object(_)) => Value::String(go_json(value)),
         ("string", _) => Value::String(gofmt::sprint(value)),
         ("integer", Value::Number(n)) => match n.as_i64() {
             Some(i) => Value::from(i),

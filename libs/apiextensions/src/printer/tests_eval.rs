@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::{field_value, gofmt, selectable_field_name, JsonPath};
+use crate::gofmt::{go_json, go_quote};
 
 /// Prints all results the way client-go's `PrintResults` does for one action.
 fn run(path: &str, obj: &Value) -> String {
@@ -12,7 +13,7 @@ fn run(path: &str, obj: &Value) -> String {
         .find(obj)
         .iter()
         .map(|v| match &**v {
-            Value::Array(_) | Value::Object(_) => gofmt::marshal(v),
+            Value::Array(_) | Value::Object(_) => go_json(v),
             Value::Null => "null".to_owned(),
             other => gofmt::sprint(other),
         })
@@ -241,11 +242,11 @@ fn go_number_forms() {
     assert_eq!(sprint(json!(0.0001)), "0.0001");
     assert_eq!(sprint(json!(-2.5)), "-2.5");
     assert_eq!(sprint(json!(u64::MAX)), "1.8446744073709552e+19");
-    let marshal = |v: Value| gofmt::marshal(&v);
+    let marshal = |v: Value| go_json(&v);
     assert_eq!(marshal(json!([1e21, 1e20, 1e-7, 0.5])), "[1e+21,100000000000000000000,1e-7,0.5]");
     assert_eq!(
         marshal(json!({"b": "<a&b>", "a": "\u{2028}\n\u{1}"})),
         r#"{"a":"\u2028\n\u0001","b":"\u003ca\u0026b\u003e"}"#
     );
-    assert_eq!(gofmt::quote("a\"b\u{1}é"), r#""a\"b\x01é""#);
+    assert_eq!(go_quote("a\"b\u{1}é"), r#""a\"b\x01é""#);
 }

@@ -8,8 +8,9 @@
 use kapi_apimachinery::Cause;
 use serde_json::{Map, Value};
 
-use super::gofmt::{self, go_json, go_num, BadValue, GoNum};
+use super::gofmt::{self, BadValue};
 use super::node::Schema;
+use crate::gofmt::{go_json, go_num, GoNum};
 
 fn child(path: &str, k: &str) -> String {
     if path.is_empty() {

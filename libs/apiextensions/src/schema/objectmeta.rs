@@ -9,8 +9,9 @@ use kapi_apimachinery::validation::{is_dns1035_label, validate_object_meta, Name
 use kapi_apimachinery::Cause;
 use serde_json::{Map, Value};
 
-use super::gofmt::{self, go_num, go_quote, BadValue, GoNum};
+use super::gofmt::{self, BadValue};
 use super::node::Schema;
+use crate::gofmt::{go_num, go_quote, GoNum};
 
 const STRING_FIELDS: &[&str] = &[
     "name",
@@ -61,7 +62,7 @@ fn json_kind(v: &Value) -> String {
         Value::String(_) => "string".into(),
         Value::Number(n) => match go_num(n) {
             GoNum::Int(_) => "number".into(),
-            GoNum::Float(f) => format!("number {}", super::gofmt::go_float_json(f)),
+            GoNum::Float(f) => format!("number {}", crate::gofmt::go_float_json(f)),
         },
         Value::Bool(_) => "bool".into(),
         Value::Array(_) => "array".into(),

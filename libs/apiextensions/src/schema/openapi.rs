@@ -8,7 +8,8 @@
 use kapi_apimachinery::Cause;
 use serde_json::Value;
 
-use super::gofmt::{self, go_json, go_num_v, go_quote, BadValue, ErrorType, GoNum};
+use super::gofmt::{self, BadValue, ErrorType};
+use crate::gofmt::{go_json, go_num_v, go_quote, GoNum};
 
 /// kube-openapi's error codes that the conversion distinguishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

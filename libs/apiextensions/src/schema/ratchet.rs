@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::gofmt::{go_num, GoNum};
 use super::node::Schema;
+use crate::gofmt::{go_num, GoNum};
 
 /// A composite key of a list-type map item, comparing like Go's interface values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -9,10 +9,10 @@ use serde_json::{Map, Value};
 
 use super::formats;
 use super::validate_number::{is_json_integer, number_validate};
-use super::gofmt::{go_num, GoNum};
 use super::node::{AdditionalProperties, Schema};
 use super::openapi::{OaErr, OaResult};
 use super::ratchet::Corr;
+use crate::gofmt::{go_num, GoNum};
 
 /// kube-openapi's names for the kind of a decoded JSON value (and the Go format of numbers).
 fn schema_info(v: &Value) -> (&'static str, &'static str) {
@@ -244,7 +244,7 @@ impl Validator {
             if first_success.is_none() {
                 main.add(OaErr::Plain(format!(
                     "{} must validate at least one schema (anyOf)",
-                    super::gofmt::go_quote(path)
+                    crate::gofmt::go_quote(path)
                 )));
             }
             if let Some(b) = best.or(first_success) {
@@ -277,7 +277,7 @@ impl Validator {
                 };
                 main.add(OaErr::Plain(format!(
                     "{} must validate one and only one schema (oneOf). {extra}",
-                    super::gofmt::go_quote(path)
+                    crate::gofmt::go_quote(path)
                 )));
                 if let Some(b) = best {
                     main.merge(b);
@@ -303,7 +303,7 @@ impl Validator {
                 };
                 main.add(OaErr::Plain(format!(
                     "{} must validate all the schemas (allOf){extra}",
-                    super::gofmt::go_quote(path)
+                    crate::gofmt::go_quote(path)
                 )));
             }
         }
@@ -311,7 +311,7 @@ impl Validator {
             if self.schema_validate(not, path, data, None).is_valid() {
                 main.add(OaErr::Plain(format!(
                     "{} must not validate the schema (not)",
-                    super::gofmt::go_quote(path)
+                    crate::gofmt::go_quote(path)
                 )));
             }
         }

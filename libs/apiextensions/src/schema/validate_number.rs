@@ -5,9 +5,9 @@
 //! fits the type, and as floats otherwise; the messages print the bound the way that path
 //! holds it (`10` or `1e+06`), so both paths are kept.
 
-use super::gofmt::GoNum;
 use super::node::Schema;
 use super::openapi::{OaErr, OaResult};
+use crate::gofmt::GoNum;
 
 /// go-openapi's `IsFloat64AJSONInteger` (swag/conv 0.27: integral within 1e-9 relative error).
 pub(crate) fn is_json_integer(f: f64) -> bool {
