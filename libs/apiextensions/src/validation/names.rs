@@ -226,22 +226,9 @@ pub(crate) fn deprecation_warning_errors(deprecated: bool, warning: &str) -> Vec
     if warning.is_empty() {
         errs.push("must not be an empty string".into());
     }
-    if let Some((i, _)) = warning.char_indices().find(|(_, c)| !is_print(*c)) {
+    if let Some((i, _)) = warning.char_indices().find(|(_, c)| !crate::gofmt::is_print(*c)) {
         errs.push(format!("must only contain printable UTF-8 characters; non-printable character found at index {i}"));
     }
     errs
 }
 
-/// Go's `unicode.IsPrint` for the characters that matter here: controls, separators other
-/// than the ASCII space, format characters and private use are not printable.
-fn is_print(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    !matches!(c as u32,
-        0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E | 0x200B..=0x200F | 0x202A..=0x202E
-        | 0x2060..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB | 0xE000..=0xF8FF | 0xF0000..=0x10FFFF)
-}
