@@ -60,9 +60,30 @@ pub fn apply_json_patch(doc: &Value, patch: &[u8]) -> Result<Value, ApiError> {
     // applied, hence 422 rather than 400.
     let ops: Vec<PatchOperation> =
         ops.into_iter().map(serde_json::from_value).collect::<Result<_, _>>().map_err(|_| not_applicable())?;
+    // One operation at a time on a copy: the same result as applying the list, with room for
+    // kube's one departure from RFC 6902 below; `doc` stays untouched on failure.
     let mut out = doc.clone();
-    json_patch::patch(&mut out, &ops).map_err(|_| not_applicable())?;
+    for op in &ops {
+        if tests_null_on_absent_member(&out, op) {
+            continue;
+        }
+        json_patch::patch(&mut out, std::slice::from_ref(op)).map_err(|_| not_applicable())?;
+    }
     Ok(out)
+}
+
+/// kube applies JSON patches with evanphx/json-patch v4, whose `test` of `null` passes when the
+/// member is absent from an existing object (RFC 6902 and the json-patch crate fail it). Clients
+/// rely on it: kube-rs's finalizer helper adds the first finalizer with `test
+/// /metadata/finalizers null` then `add /metadata/finalizers [...]`. A missing parent or an array
+/// index past the end still fails, as in kube.
+fn tests_null_on_absent_member(doc: &Value, op: &PatchOperation) -> bool {
+    let PatchOperation::Test(test) = op else { return false };
+    if !test.value.is_null() {
+        return false;
+    }
+    let Some((parent, last)) = test.path.split_back() else { return false };
+    matches!(doc.pointer(parent.as_str()), Some(Value::Object(map)) if !map.contains_key(last.decoded().as_ref()))
 }
 
 /// Applies an `application/merge-patch+json` body: objects merge recursively, `null` deletes a
@@ -132,6 +153,38 @@ mod tests {
         assert_eq!(e.message, "the server rejected our request due to an error in our request");
         assert_eq!(e.to_status()["details"], json!({}));
         assert_eq!(doc, pod());
+    }
+
+    #[test]
+    fn json_patch_test_of_null_passes_on_an_absent_member_as_in_kube() {
+        // kube-rs's finalizer helper, on an object without finalizers.
+        let out = apply_json_patch(
+            &pod(),
+            br#"[{"op":"test","path":"/metadata/finalizers","value":null},
+                 {"op":"add","path":"/metadata/finalizers","value":["example.com/f"]}]"#,
+        )
+        .unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(out["metadata"]["finalizers"], json!(["example.com/f"]));
+        // An escaped member name; a present null member also equals null.
+        let mut doc = pod();
+        doc["metadata"]["annotations"] = json!({"a/b": null});
+        doc["spec"]["list"] = json!([1]);
+        let ok = |p: &[u8]| apply_json_patch(&doc, p).map(|_| ()).map_err(|e| e.code);
+        assert_eq!(ok(br#"[{"op":"test","path":"/metadata/annotations/a~1b","value":null}]"#), Ok(()));
+        assert_eq!(ok(br#"[{"op":"test","path":"/metadata/annotations/other","value":null}]"#), Ok(()));
+        // Still failing: a present non-null member, a missing parent, an index past the end, a
+        // non-null value for an absent member.
+        assert_eq!(ok(br#"[{"op":"test","path":"/metadata/name","value":null}]"#), Err(422));
+        assert_eq!(ok(br#"[{"op":"test","path":"/metadata/missing/x","value":null}]"#), Err(422));
+        assert_eq!(ok(br#"[{"op":"test","path":"/spec/list/1","value":null}]"#), Err(422));
+        assert_eq!(ok(br#"[{"op":"test","path":"/metadata/finalizers","value":[]}]"#), Err(422));
+        // Atomic: a later failure leaves nothing applied.
+        let before = doc.clone();
+        assert_eq!(
+            ok(br#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":[]},{"op":"test","path":"/metadata/name","value":"zz"}]"#),
+            Err(422)
+        );
+        assert_eq!(doc, before);
     }
 
     #[test]
