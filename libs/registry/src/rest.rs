@@ -30,10 +30,12 @@ const CACHE_WAIT: Duration = Duration::from_secs(3);
 /// object about to be stored, after defaulting and validation.
 pub type Tracker = dyn Fn(Option<&Value>, &mut Value) + Send + Sync;
 
-/// Validating admission (kube's `admission.ValidationInterface`): sees the stored object (none
-/// on create) and the final one just before it is written; an error rejects the write and
-/// nothing is stored. RBAC's escalation checks plug in here.
-pub type Admit = dyn Fn(Option<&Value>, &Value) -> Result<()> + Send + Sync;
+/// Admission at the store (kube's policy-based registries and the strategy steps that need the
+/// requester): sees the stored object (none on create) and the final one just before it is
+/// written; an error rejects the write and nothing is stored. RBAC's escalation checks plug in
+/// here, and a CertificateSigningRequest records who asked (kube's PrepareForCreate reads the
+/// user from the request context, which the store does not have), hence the `&mut`.
+pub type Admit = dyn Fn(Option<&Value>, &mut Value) -> Result<()> + Send + Sync;
 
 /// What a write runs besides the strategy: the managedFields tracker and admission.
 #[derive(Clone, Copy, Default)]
@@ -536,7 +538,7 @@ impl RestStore {
             track(None, &mut obj);
         }
         if let Some(admit) = hooks.admit {
-            admit(None, &obj)?;
+            admit(None, &mut obj)?;
         }
         if spec.group.is_empty() && spec.resource == "services" {
             self.allocate_cluster_ip(&mut obj).await?;
@@ -761,7 +763,7 @@ impl RestStore {
                 return Ok(old);
             }
             if let Some(admit) = hooks.admit {
-                admit(Some(&old), &new)?;
+                admit(Some(&old), &mut new)?;
             }
             // Removing the last finalizer of an object being deleted completes the deletion.
             if meta_str(&new, "deletionTimestamp").is_some() && finalizers(&new).is_empty() {

@@ -260,3 +260,115 @@ fn every_served_kind_answers_as_kubes_registry() {
     assert!(checked >= 55, "only {checked} kinds checked");
     assert!(bad.is_empty(), "{} differences from kube:\n{}", bad.len(), bad.join("\n"));
 }
+
+#[test]
+fn secret_string_data_is_merged_into_data_and_never_stored() {
+    let kapi = Kapi::start().expect("kapi starts");
+    // Raw HTTP: stringData overrides data (base64) and is not returned.
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1"},
+        "data": {"k1": "djE=", "k2": ""}, "stringData": {"k2": "v2", "k3": "v3"}});
+    let r = kapi.request(&Request::new("POST", "/api/v1/namespaces/default/secrets").json(&secret));
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let want = json!({"k1": "djE=", "k2": "djI=", "k3": "djM="});
+    assert_eq!(r.body["data"], want, "{}", r.raw);
+    assert!(r.body.get("stringData").is_none(), "{}", r.raw);
+    let got = kapi.get_json("/api/v1/namespaces/default/secrets/s1");
+    assert_eq!(got["data"], want);
+    assert!(got.get("stringData").is_none());
+    // An update's stringData is merged the same way.
+    let mut update = got.clone();
+    update["stringData"] = json!({"k1": "new"});
+    let r = kapi.request(&Request::new("PUT", "/api/v1/namespaces/default/secrets/s1").json(&update));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.body["data"]["k1"], json!("bmV3"), "{}", r.raw);
+    assert!(r.body.get("stringData").is_none());
+    // kubectl: a manifest with stringData, then a secret from literals.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("s.yaml");
+    std::fs::write(&manifest, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s2\n  namespace: default\nstringData:\n  password: hunter2\n").expect("write");
+    let out = kapi.kubectl(&["apply", "-f", manifest.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kapi.kubectl(&["get", "secret", "s2", "-n", "default", "-o", "json"]);
+    let s2: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(s2["data"], json!({"password": "aHVudGVyMg=="}));
+    assert!(s2.get("stringData").is_none());
+    let out = kapi.kubectl(&["create", "secret", "generic", "s3", "-n", "default", "--from-literal=user=admin"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(kapi.get_json("/api/v1/namespaces/default/secrets/s3")["data"], json!({"user": "YWRtaW4="}));
+}
+
+#[test]
+fn node_keeps_the_status_it_registers_with() {
+    let kapi = Kapi::start().expect("kapi starts");
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-1"},
+        "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": "2024-01-01T00:00:00Z", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}});
+    let r = kapi.request(&Request::new("POST", "/api/v1/nodes").json(&node));
+    assert_eq!(r.status, 201, "{}", r.raw);
+    assert_eq!(r.body["status"]["capacity"]["cpu"], json!("4"), "{}", r.raw);
+    // Allocatable defaults to capacity, as kube's SetDefaults_NodeStatus does.
+    assert_eq!(r.body["status"]["allocatable"]["memory"], json!("8Gi"), "{}", r.raw);
+    assert_eq!(r.body["status"]["conditions"][0]["reason"], json!("KubeletReady"));
+    let out = kapi.kubectl(&["describe", "node", "worker-1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for want in ["Conditions:", "KubeletReady", "Capacity:", "cpu:", "8Gi"] {
+        assert!(text.contains(want), "describe lacks {want}:\n{text}");
+    }
+    // A main-resource update keeps the stored status.
+    let mut update = kapi.get_json("/api/v1/nodes/worker-1");
+    update["status"]["capacity"]["cpu"] = json!("64");
+    let r = kapi.request(&Request::new("PUT", "/api/v1/nodes/worker-1").json(&update));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.body["status"]["capacity"]["cpu"], json!("4"));
+}
+
+#[test]
+fn csr_records_its_requester() {
+    let kapi = Kapi::start().expect("kapi starts");
+    let c = crypto(&kapi);
+    let csr = |name: &str| {
+        json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": name},
+            "spec": {"request": c.csr_b64, "signerName": "example.com/sem", "usages": ["client auth"],
+                "username": "mallory", "uid": "forged", "groups": ["system:masters"], "extra": {"k": ["v"]}}})
+    };
+    let path = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let r = kapi.request(&Request::new("POST", path).json(&csr("as-admin")));
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let spec = &r.body["spec"];
+    assert_ne!(spec["username"], json!("mallory"), "{}", r.raw);
+    assert!(spec["username"].as_str().is_some_and(|u| !u.is_empty()), "{}", r.raw);
+    assert!(spec.get("uid").is_none() && spec.get("extra").is_none(), "{}", r.raw);
+    // Impersonated: the impersonated user is the requester (allowed to ask, as a kubelet
+    // bootstrapping its client certificate is).
+    let grant = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "alice-csr"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-bootstrapper"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]});
+    let r = kapi.request(&Request::new("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings").json(&grant));
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let r = kapi_e2e::wait_for(std::time::Duration::from_secs(10), || {
+        let r = kapi.request(
+            &Request::new("POST", path)
+                .json(&csr("as-alice"))
+                .header("Impersonate-User", "alice")
+                .header("Impersonate-Group", "devs")
+                .header("Impersonate-Uid", "alice-uid")
+                .header("Impersonate-Extra-Team", "blue"),
+        );
+        (r.status != 403).then_some(r)
+    })
+    .expect("alice may create CSRs once the binding is in the RBAC index");
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let spec = &r.body["spec"];
+    assert_eq!(spec["username"], json!("alice"), "{}", r.raw);
+    assert_eq!(spec["uid"], json!("alice-uid"), "{}", r.raw);
+    assert!(spec["groups"].as_array().is_some_and(|g| g.contains(&json!("devs")) && !g.contains(&json!("system:masters"))), "{}", r.raw);
+    assert_eq!(spec["extra"]["team"], json!(["blue"]), "{}", r.raw);
+    // A main-resource update keeps the spec, requester included.
+    let mut update = r.body.clone();
+    update["spec"]["username"] = json!("mallory");
+    let r = kapi.request(&Request::new("PUT", &format!("{path}/as-alice")).json(&update));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.body["spec"]["username"], json!("alice"));
+}

@@ -18,12 +18,43 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The admission of a write to `spec` by `user`, if the resource has any.
 pub fn for_request(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, user: &UserInfo) -> Option<Box<Admit>> {
+    if (spec.group, spec.resource) == ("certificates.k8s.io", "certificatesigningrequests") {
+        let user = user.clone();
+        return Some(Box::new(move |old, new| {
+            if old.is_none() {
+                record_requester(&user, new);
+            }
+            Ok(())
+        }));
+    }
     if spec.group != RBAC_GROUP {
         return None;
     }
     let rbac = srv.rbac.clone()?;
     let guard = EscalationGuard { authorizer: srv.authorizer.clone(), rbac, user: user.clone(), resource: spec.resource };
     Some(Box::new(move |old, new| guard.check(old, new)))
+}
+
+/// kube's CSR PrepareForCreate: `spec.username`, `uid`, `groups` and `extra` are cleared, then
+/// filled from the requester (impersonated or not), so approvers see who asked. Empty values
+/// stay absent, as Go's `omitempty` writes them.
+fn record_requester(user: &UserInfo, csr: &mut Value) {
+    let Some(spec) = csr.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    for field in ["username", "uid", "groups", "extra"] {
+        spec.remove(field);
+    }
+    if !user.name.is_empty() {
+        spec.insert("username".into(), Value::String(user.name.clone()));
+    }
+    if !user.uid.is_empty() {
+        spec.insert("uid".into(), Value::String(user.uid.clone()));
+    }
+    if !user.groups.is_empty() {
+        spec.insert("groups".into(), serde_json::json!(user.groups));
+    }
+    if !user.extra.is_empty() {
+        spec.insert("extra".into(), serde_json::json!(user.extra));
+    }
 }
 
 /// Everything an escalation check needs, owned so the check can run inside a write's retry loop.
