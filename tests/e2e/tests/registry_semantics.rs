@@ -117,12 +117,11 @@ fn check(kapi: &Kapi, k: &Kind, namespaced: bool, docs: &mut HashMap<String, Val
         return vec![format!("{id}: create answered {}: {}", created.status, created.raw)];
     }
     let created = created.body;
-    if let Some((status, pointer)) = &k.status {
+    if let Some((_, pointer)) = &k.status {
         let kept = created.pointer(pointer) == obj.pointer(pointer);
         if kept != k.status_kept_on_create {
             bad.push(format!("{id}: status {pointer} on create kept={kept}, kube keeps={}: {}", k.status_kept_on_create, created["status"]));
         }
-        let _ = status;
     }
     let want_gen = (k.gen != Gen::Pinned).then_some(1);
     if generation(&created) != want_gen {
@@ -145,7 +144,6 @@ fn check(kapi: &Kapi, k: &Kind, namespaced: bool, docs: &mut HashMap<String, Val
         }
     }
     // Metadata-only changes (a label, an annotation), with a changed status in the body.
-    let before = generation(&kapi.get_json(&item));
     for (field, bumps) in [("labels", k.gen == Gen::ContentOrLabels), ("annotations", k.gen == Gen::SpecOrAnnotations)] {
         let mut body = kapi.get_json(&item);
         let current = generation(&body);
@@ -174,7 +172,6 @@ fn check(kapi: &Kapi, k: &Kind, namespaced: bool, docs: &mut HashMap<String, Val
             }
         }
     }
-    let _ = before;
     // A spec change.
     if let Some(change) = &k.change {
         let mut body = kapi.get_json(&item);

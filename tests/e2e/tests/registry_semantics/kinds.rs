@@ -271,7 +271,7 @@ pub fn kinds(ns: &str, c: &Crypto) -> Vec<Kind> {
         k("networking.k8s.io/v1", "servicecidrs", "ServiceCIDR", json!({"spec": {"cidrs": ["10.250.1.0/24"]}}))
             .status(cond("Ready"), "/status/conditions")
             .kept_on_create()
-            .from_update(),
+            .status_taken_on_update(),
         k("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", json!({"spec": {"minAvailable": 1, "selector": sel}}))
             .status(json!({"currentHealthy": 7, "desiredHealthy": 7, "disruptionsAllowed": 7, "expectedPods": 7}), "/status/currentHealthy")
             .generation(Spec)
@@ -385,7 +385,7 @@ impl Kind {
         self.status_kept_on_create = true;
         self
     }
-    fn from_update(mut self) -> Self {
+    fn status_taken_on_update(mut self) -> Self {
         self.status_from_update = true;
         self
     }
