@@ -305,17 +305,21 @@ fn default_network_policy(obj: &mut Value) {
     }
 }
 
+/// kube defaults a subject's `apiGroup` to `rbac.authorization.k8s.io` for users and groups
+/// and to "" for service accounts; `apiGroup` is `omitempty`, so the "" never reaches JSON (a
+/// stored `""` would make an unchanged client-side re-apply a change).
 fn default_subjects(obj: &mut Value) {
     for_each_item(obj, &["subjects"], |subject| {
-        let group = match subject.get("kind").and_then(Value::as_str) {
-            Some("ServiceAccount") => "",
-            Some("User" | "Group") => "rbac.authorization.k8s.io",
-            _ => return,
-        };
-        if let Some(map) = subject.as_object_mut() {
-            if map.get("apiGroup").is_none_or(Value::is_null) {
-                map.insert("apiGroup".into(), json!(group));
+        let kind = subject.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let Some(map) = subject.as_object_mut() else { return };
+        match kind.as_str() {
+            "ServiceAccount" if map.get("apiGroup").is_some_and(|g| g.is_null() || g.as_str() == Some("")) => {
+                map.remove("apiGroup");
             }
+            "User" | "Group" if map.get("apiGroup").is_none_or(Value::is_null) => {
+                map.insert("apiGroup".into(), json!("rbac.authorization.k8s.io"));
+            }
+            _ => {}
         }
     });
 }

@@ -37,9 +37,9 @@ fn merge_map(current: &mut Value, expected: &Value, field: &str) {
     }
 }
 
-/// A subject as stored: defaulting fills `apiGroup` (`""` for service accounts, the RBAC group
-/// for users and groups) and drops an empty namespace, so the policy's subjects are compared in
-/// that form, or every reconciliation would add them again.
+/// A subject as stored: defaulting fills `apiGroup` (the RBAC group for users and groups; a
+/// service account's `""` is omitted, as kube's JSON omits it) and drops an empty namespace, so
+/// the policy's subjects are compared in that form, or every reconciliation would add them again.
 fn normalized_subject(s: &Value) -> (String, String, String, String) {
     let field = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
     let kind = field("kind");
