@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use kapi_apimachinery::ApiError;
 use kapi_registry::catalog::{self, ResourceSpec};
 use kapi_registry::rest::{DeleteOptions, ListParams, RestStore, WriteHooks};
@@ -29,6 +30,8 @@ use crate::served::Served;
 const GROUP: &str = "apiextensions.k8s.io";
 /// How long a request waits for the caches to reach the store's revision before 404.
 const SYNC_WAIT: Duration = Duration::from_secs(3);
+/// How many CRD status writes (or cleanups) one controller pass runs at once.
+const CONCURRENT_WRITES: usize = 32;
 /// How often the controllers look at every CRD even without changes (finalizers in progress).
 const RESYNC: Duration = Duration::from_secs(5);
 
@@ -66,15 +69,10 @@ impl ExtensionsTier {
         let crds = self.crds();
         let next = Served::build(&current, &crds, &self.rest);
         let (old, new) = (current.prefixes(), next.prefixes());
-        let mut failed = HashSet::new();
-        for prefix in new.difference(&old) {
-            if let Err(e) = self.rest.caches().add(prefix).await {
-                tracing::warn!(prefix, "cannot start the watch cache of a custom resource yet: {e}");
-                failed.insert(prefix.clone());
-            }
-        }
-        if !failed.is_empty() {
-            // Served again at the next refresh; until then the CRD is treated as not there.
+        let added: Vec<String> = new.difference(&old).cloned().collect();
+        if let Err(e) = self.rest.caches().add_all(&added).await {
+            // Served at the next refresh; until then these CRDs are treated as not there.
+            tracing::warn!("cannot start the watch caches of new custom resources yet: {e}");
             return;
         }
         *self.served.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
@@ -118,31 +116,40 @@ impl ExtensionsTier {
             todo
         };
         let empty = names::GroupNames::default();
-        for crd in todo {
-            let name = crd::str_at(crd, "/metadata/name").to_owned();
-            let deleting = crd.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-            let group_names = granted.get(crd::str_at(crd, "/spec/group")).unwrap_or(&empty);
-            let result = if deleting {
-                if crd::strings_at(crd, "/metadata/finalizers").iter().any(|f| f == CLEANUP_FINALIZER) {
-                    self.finalize(&name).await
-                } else {
-                    Ok(())
-                }
-            } else if names::desired_status(crd, group_names).is_some() {
-                self.write_status(&name, |current| names::desired_status(current, group_names)).await
+        // CRDs are independent of each other within a pass: their writes go out together
+        // (bounded), so a burst of new CRDs is Established in a few store round trips rather
+        // than one after the other.
+        let work: Vec<_> = todo
+            .into_iter()
+            .map(|crd| self.reconcile_one(crd, granted.get(crd::str_at(crd, "/spec/group")).unwrap_or(&empty)))
+            .collect();
+        futures_util::stream::iter(work).buffer_unordered(CONCURRENT_WRITES).collect::<Vec<()>>().await;
+    }
+
+    /// One CRD of a controller pass.
+    async fn reconcile_one(&self, crd: &Value, group_names: &names::GroupNames) {
+        let name = crd::str_at(crd, "/metadata/name").to_owned();
+        let deleting = crd.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        let result = if deleting {
+            if crd::strings_at(crd, "/metadata/finalizers").iter().any(|f| f == CLEANUP_FINALIZER) {
+                self.finalize(&name).await
             } else {
                 Ok(())
-            };
-            match result {
-                // Deletions in progress are looked at again at the next resync.
-                Ok(()) if deleting => self.forget(&name),
-                Ok(()) => {}
-                Err(e) => {
-                    self.forget(&name);
-                    // A conflict with another replica's write is retried at once on its event.
-                    if e.code != 409 {
-                        tracing::warn!(crd = name, "CRD controller: {}", e.message);
-                    }
+            }
+        } else if names::desired_status(crd, group_names).is_some() {
+            self.write_status(&name, |current| names::desired_status(current, group_names)).await
+        } else {
+            Ok(())
+        };
+        match result {
+            // Deletions in progress are looked at again at the next resync.
+            Ok(()) if deleting => self.forget(&name),
+            Ok(()) => {}
+            Err(e) => {
+                self.forget(&name);
+                // A conflict with another replica's write is retried at once on its event.
+                if e.code != 409 {
+                    tracing::warn!(crd = name, "CRD controller: {}", e.message);
                 }
             }
         }

@@ -236,22 +236,34 @@ impl CacheSet {
         if let Some(cache) = self.cache(prefix) {
             return Ok(cache);
         }
+        self.add_all(&[prefix.to_owned()]).await?;
+        self.cache(prefix).ok_or_else(|| WatchError::Storage(StorageError::Backend(format!("cache {prefix} vanished"))))
+    }
+
+    /// [`CacheSet::add`] for several prefixes at once: one pause of the follower and one
+    /// snapshot for all of them (a burst of new CRDs).
+    pub async fn add_all(&self, prefixes: &[String]) -> Result<(), WatchError> {
         let _applying = self.core.applying.lock().await;
-        if let Some(cache) = self.cache(prefix) {
-            return Ok(cache);
+        let missing: Vec<&String> = prefixes.iter().filter(|p| self.cache(p).is_none()).collect();
+        if missing.is_empty() {
+            return Ok(());
         }
-        let cache = Arc::new(ResourceCache::new(prefix.to_owned(), &self.core.config));
+        let caches: Vec<Arc<ResourceCache>> = missing.iter().map(|p| Arc::new(ResourceCache::new((*p).clone(), &self.core.config))).collect();
         let at = self.revision();
-        let caches = [cache.clone()];
-        let (revision, mut lists) = read_snapshot(&self.core.store, &caches, self.core.config.load_page.max(1), Some(at)).await?;
-        let window_start = {
+        let (revision, lists) = read_snapshot(&self.core.store, &caches, self.core.config.load_page.max(1), Some(at)).await?;
+        let starts: Vec<Revision> = {
             let uncached = self.core.uncached.lock().unwrap_or_else(|p| p.into_inner());
-            uncached.last.get(prefix).copied().unwrap_or(uncached.since)
+            missing.iter().map(|p| uncached.last.get(p.as_str()).copied().unwrap_or(uncached.since)).collect()
         };
-        let items = decode_snapshot(lists.pop().unwrap_or_default()).await?;
-        cache.reset_from(items, revision, window_start);
-        self.core.caches.write().unwrap_or_else(|p| p.into_inner()).insert(cache.clone());
-        Ok(cache)
+        for ((cache, items), window_start) in caches.iter().zip(lists).zip(starts) {
+            let items = decode_snapshot(items).await?;
+            cache.reset_from(items, revision, window_start);
+        }
+        let mut registry = self.core.caches.write().unwrap_or_else(|p| p.into_inner());
+        for cache in caches {
+            registry.insert(cache);
+        }
+        Ok(())
     }
 
     /// Removes the cache of `prefix`; its watchers end as on shutdown.
