@@ -76,13 +76,34 @@ fn serialize(obj: &Value, encoding: Encoding) -> Bytes {
     }
 }
 
+/// One frame in a watch's framing: a JSON line or a length-prefixed protobuf WatchEvent.
+fn frame(encoding: Encoding, t: WatchEventType, object: &[u8]) -> Bytes {
+    match encoding {
+        Encoding::Protobuf => Codec::global().watch_frame(t.as_str(), object),
+        Encoding::Json | Encoding::Yaml => json_frame(t, object),
+    }
+}
+
+/// A watch that cannot start where the client asked (its resourceVersion is too old): kube's
+/// watch cache answers 200 with one ERROR event carrying the 410 Status, and clients relist on
+/// it (an HTTP 410 makes some, such as kube-rs, retry the same resourceVersion for ever).
+pub fn respond_error(err: &ApiError, output: Output) -> Response<Body> {
+    let status = serialize(&err.to_status(), output.encoding);
+    let mut resp = Response::new(crate::response::full(frame(output.encoding, WatchEventType::Error, &status)));
+    *resp.status_mut() = StatusCode::OK;
+    let content_type = match output.encoding {
+        Encoding::Protobuf => format!("{};stream=watch", output.content_type(false)),
+        _ => output.content_type(false),
+    };
+    if let Ok(ct) = HeaderValue::from_str(&content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    resp
+}
+
 impl StreamState {
-    /// One frame in the stream's framing: a JSON line or a length-prefixed protobuf WatchEvent.
     fn frame(&self, t: WatchEventType, object: &[u8]) -> Bytes {
-        match self.opts.output.encoding {
-            Encoding::Protobuf => Codec::global().watch_frame(t.as_str(), object),
-            Encoding::Json | Encoding::Yaml => json_frame(t, object),
-        }
+        frame(self.opts.output.encoding, t, object)
     }
 
     fn encode_object(&mut self, obj: &Value) -> Bytes {

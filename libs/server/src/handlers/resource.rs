@@ -480,7 +480,11 @@ async fn watch(
         None => srv.options.min_request_timeout.mul_f64(1.0 + rand::random::<f64>()),
     };
     let allow_bookmarks = query.bool("allowWatchBookmarks")?.unwrap_or(false);
-    let watcher = srv.rest.watch(scope.strategy(), ns, &params).await?;
+    let watcher = match srv.rest.watch(scope.strategy(), ns, &params).await {
+        Ok(watcher) => watcher,
+        Err(e) if e.code == 410 => return Ok(watch_stream::respond_error(&e, output)),
+        Err(e) => return Err(e),
+    };
     Ok(watch_stream::respond(
         srv,
         scope.clone(),
@@ -561,10 +565,9 @@ fn delete_options(query: &Query, content_type: Option<&str>, body: &[u8]) -> Res
 /// Applies a JSON or merge patch to `current`, with kube's rule that the patched object may not
 /// rename itself; a resourceVersion the patch sets is a precondition.
 fn apply_patch(kind: &PatchKind<'_>, body: &[u8], current: &Value) -> Result<Value, ApiError> {
-    let mut base = current.clone();
-    if let Some(m) = base.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-    }
+    // The patch sees the object as clients see it, resourceVersion included (a JSON patch may
+    // `test` or `replace` it, as kubectl's managed-fields migration does).
+    let base = current.clone();
     let patched = match kind {
         PatchKind::Json => apply_json_patch(&base, body)?,
         PatchKind::Merge => apply_merge_patch(&base, body)?,
@@ -599,6 +602,13 @@ fn apply_patch(kind: &PatchKind<'_>, body: &[u8], current: &Value) -> Result<Val
             new_name.and_then(Value::as_str).unwrap_or(""),
             old_name.and_then(Value::as_str).unwrap_or("")
         )));
+    }
+    // An untouched resourceVersion is no precondition: the write may retry against a newer
+    // object. One the patch set (or replaced) must still be the stored one, else 409.
+    if patched.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
+        if let Some(m) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
     }
     Ok(patched)
 }
