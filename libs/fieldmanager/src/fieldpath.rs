@@ -216,6 +216,26 @@ impl FieldSet {
         out
     }
 
+    /// `self` without the paths that lie above a path of `other`: a map or list item in which
+    /// someone still owns fields is not removed with the fields nobody owns any more (SMD adds
+    /// such items back after pruning an apply). An apply after kubectl's client-side to
+    /// server-side migration owns `f:spec: {".": {}}` from the old Update entry; its next
+    /// configuration owns fields below `spec` but not the `.` marker.
+    pub fn without_ancestors_of(&self, other: &FieldSet) -> FieldSet {
+        let mut out = FieldSet::new();
+        out.members = self.members.iter().filter(|m| !other.children.get(*m).is_some_and(|c| !c.is_empty())).cloned().collect();
+        for (k, v) in &self.children {
+            let child = match other.children.get(k) {
+                Some(o) => v.without_ancestors_of(o),
+                None => v.clone(),
+            };
+            if !child.is_empty() {
+                out.children.insert(k.clone(), child);
+            }
+        }
+        out
+    }
+
     /// Paths in both sets.
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
         let mut out = FieldSet::new();
@@ -306,6 +326,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn ancestors_of_owned_paths_are_kept() {
+        let last = FieldSet::from_fields_v1(&json!({"f:spec": {".": {}, "f:a": {}, "f:b": {}}, "f:gone": {".": {}}})).expect("valid");
+        let others = FieldSet::from_fields_v1(&json!({"f:spec": {"f:a": {}}})).expect("valid");
+        let gone = last.difference(&others).without_ancestors_of(&others);
+        assert_eq!(gone.to_fields_v1(), json!({"f:spec": {"f:b": {}}, "f:gone": {}}));
+    }
 
     #[test]
     fn fields_v1_round_trips_with_self_markers() {

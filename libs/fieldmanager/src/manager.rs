@@ -297,7 +297,7 @@ pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, wr
     // else (or this configuration) still owns them.
     if let Some(last) = &last {
         let others = entries.iter().fold(config_set.clone(), |acc, e| acc.union(&e.fields));
-        let gone = last.fields.difference(&others);
+        let gone = last.fields.difference(&others).without_ancestors_of(&others);
         if !gone.is_empty() {
             merged = drop_emptied(&remove_items(&merged, &gone, schema), &merged, schema);
         }
