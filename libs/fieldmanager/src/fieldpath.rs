@@ -223,7 +223,7 @@ impl FieldSet {
     /// configuration owns fields below `spec` but not the `.` marker.
     pub fn without_ancestors_of(&self, other: &FieldSet) -> FieldSet {
         let mut out = FieldSet::new();
-        out.members = self.members.iter().filter(|m| !other.children.get(*m).is_some_and(|c| !c.is_empty())).cloned().collect();
+        out.members = self.members.iter().filter(|m| other.children.get(*m).is_none_or(|c| c.is_empty())).cloned().collect();
         for (k, v) in &self.children {
             let child = match other.children.get(k) {
                 Some(o) => v.without_ancestors_of(o),
