@@ -103,11 +103,15 @@ fn lines(list: &[&str]) -> String {
     list.iter().map(|l| format!("{l}\n")).collect()
 }
 
-const HOOKS: [&str; 4] = [
+const HOOKS: [&str; 7] = [
     "poststarthook/start-system-namespaces-controller",
     "poststarthook/bootstrap-controller",
     "poststarthook/rbac/bootstrap-roles",
     "poststarthook/start-kube-apiserver-identity-lease-controller",
+    // The extensions tier's, as kube's apiextensions-apiserver registers them.
+    "poststarthook/start-apiextensions-informers",
+    "poststarthook/start-apiextensions-controllers",
+    "poststarthook/crd-informer-synced",
 ];
 
 #[test]
