@@ -239,13 +239,26 @@ impl ExtensionsTier {
     /// The controllers: every change of a CRD rebuilds what is served and runs one
     /// reconcile pass; a periodic pass moves finalizers along.
     async fn run_controllers(self: Arc<Self>) {
+        // What is served is rebuilt by a task of its own, woken by CRD changes (wake-ups
+        // coalesce): the controllers' status writes (what makes a new CRD Established) never
+        // wait behind a rebuild of the snapshot and the OpenAPI parts.
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let refresher = {
+            let (tier, changed) = (self.clone(), changed.clone());
+            tokio::spawn(async move {
+                loop {
+                    changed.notified().await;
+                    tier.refresh().await;
+                }
+            })
+        };
         let prefix = self.crd_spec.key_prefix();
         let all: kapi_watch::Filter = Arc::new(|_: &Value| true);
         loop {
-            let Some(cache) = self.rest.caches().cache(&prefix) else { return };
+            let Some(cache) = self.rest.caches().cache(&prefix) else { break };
             let (_, revision) = cache.list(&prefix);
-            let Ok(mut watcher) = cache.watch(&prefix, WatchStart::After(revision), all.clone()) else { return };
-            self.refresh().await;
+            let Ok(mut watcher) = cache.watch(&prefix, WatchStart::After(revision), all.clone()) else { break };
+            changed.notify_one();
             self.reconcile(true).await;
             loop {
                 match tokio::time::timeout(RESYNC, watcher.next()).await {
@@ -261,7 +274,7 @@ impl ExtensionsTier {
                                 Some(_) => {}
                             }
                         }
-                        self.refresh().await;
+                        changed.notify_one();
                         self.reconcile(false).await;
                         if ended {
                             break;
@@ -269,11 +282,15 @@ impl ExtensionsTier {
                     }
                     Ok(Some(WatchItem::Bookmark(_) | WatchItem::InitialEventsEnd(_))) => {}
                     Ok(Some(WatchItem::Terminated { .. })) => break,
-                    Ok(None) => return,
+                    Ok(None) => {
+                        refresher.abort();
+                        return;
+                    }
                     Err(_) => self.reconcile(true).await,
                 }
             }
         }
+        refresher.abort();
     }
 }
 
