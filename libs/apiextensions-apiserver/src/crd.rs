@@ -4,7 +4,7 @@
 use kapi_apiextensions::validation;
 use kapi_apimachinery::{time as ktime, Cause};
 use kapi_registry::catalog::ResourceSpec;
-use kapi_registry::strategy::{Strategy, WriteTarget};
+use kapi_registry::strategy::{prepare_update_by_semantics, Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
 /// The finalizer that holds a deleted CRD until its custom resources are gone.
@@ -109,32 +109,10 @@ impl Strategy for CrdStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value, target: WriteTarget) {
-        match target {
-            WriteTarget::Main => {
-                match old.get("status") {
-                    Some(status) => new["status"] = status.clone(),
-                    None => {
-                        if let Some(map) = new.as_object_mut() {
-                            map.remove("status");
-                        }
-                    }
-                }
-                Self::record_storage_version(new);
-            }
-            WriteTarget::Status => {
-                // A status write changes status and nothing else (kube's statusStrategy).
-                let status = new.get("status").cloned();
-                *new = old.clone();
-                match status {
-                    Some(s) => new["status"] = s,
-                    None => {
-                        if let Some(map) = new.as_object_mut() {
-                            map.remove("status");
-                        }
-                    }
-                }
-            }
-            WriteTarget::Subresource => {}
+        // The status is the controllers' (kept from the stored object on a main write).
+        prepare_update_by_semantics(self.semantics(), new, old, target);
+        if target == WriteTarget::Main {
+            Self::record_storage_version(new);
         }
     }
 

@@ -50,28 +50,7 @@ pub trait Strategy: Send + Sync {
 
     /// Keeps what this write may not change, taking it from the stored object.
     fn prepare_for_update(&self, new: &mut Value, old: &Value, target: WriteTarget) {
-        match target {
-            WriteTarget::Main => {
-                for pointer in self.semantics().kept_on_update {
-                    keep_from_old(new, old, pointer);
-                }
-            }
-            WriteTarget::Subresource => {}
-            WriteTarget::Status => {
-                // kube's ResetObjectMetaForStatus plus `new.Spec = old.Spec`: a status write
-                // changes status only.
-                let status = new.get("status").cloned();
-                *new = old.clone();
-                match status {
-                    Some(s) => new["status"] = s,
-                    None => {
-                        if let Some(map) = new.as_object_mut() {
-                            map.remove("status");
-                        }
-                    }
-                }
-            }
-        }
+        prepare_update_by_semantics(self.semantics(), new, old, target);
     }
 
     /// Applies kube-apiserver's defaults for the kind.
@@ -136,6 +115,33 @@ pub trait Strategy: Send + Sync {
 
 /// Sets `pointer` in `new` to its value in `old`, or removes it when `old` has none: a field
 /// this write may not change.
+/// The update preparation every kind shares, by its row of the semantics table: a main
+/// resource write keeps the fields the kind's store keeps from the stored object; a status
+/// write changes status only (kube's ResetObjectMetaForStatus plus `new.Spec = old.Spec`).
+/// Strategies that do more on update call it first.
+pub fn prepare_update_by_semantics(semantics: &Semantics, new: &mut Value, old: &Value, target: WriteTarget) {
+    match target {
+        WriteTarget::Main => {
+            for pointer in semantics.kept_on_update {
+                keep_from_old(new, old, pointer);
+            }
+        }
+        WriteTarget::Subresource => {}
+        WriteTarget::Status => {
+            let status = new.get("status").cloned();
+            *new = old.clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    if let Some(map) = new.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn keep_from_old(new: &mut Value, old: &Value, pointer: &str) {
     let Some((parent, field)) = pointer.rsplit_once('/') else { return };
     match old.pointer(pointer) {
