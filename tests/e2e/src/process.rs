@@ -49,6 +49,8 @@ pub trait OutputExt {
     fn stderr_str(&self) -> String;
     /// Panics with both streams unless the command succeeded; returns stdout.
     fn ok(&self, what: &str) -> String;
+    /// (succeeded, stdout, stderr), for checks of a command that may fail.
+    fn outcome(&self) -> (bool, String, String);
 }
 
 impl OutputExt for Output {
@@ -69,6 +71,10 @@ impl OutputExt for Output {
             self.stderr_str()
         );
         self.stdout_str()
+    }
+
+    fn outcome(&self) -> (bool, String, String) {
+        (self.status.success(), self.stdout_str(), self.stderr_str())
     }
 }
 

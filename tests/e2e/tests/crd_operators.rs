@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kapi_e2e::{versioned_kubectl, wait_for, ConversionWebhook, Kapi, Request};
+use kapi_e2e::{OutputExt, versioned_kubectl, wait_for, ConversionWebhook, Kapi, Request};
 use serde_json::{json, Value};
 
 /// One CRD and what its flow checks.
@@ -256,14 +256,11 @@ struct Ctl<'a> {
 
 impl Ctl<'_> {
     fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = self.kapi.kubectl_with(&self.bin, args);
-        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+        self.kapi.kubectl_with(&self.bin, args).outcome()
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let (success, stdout, stderr) = self.run(args);
-        assert!(success, "kubectl {}: {stderr}\n{}", args.join(" "), self.kapi.log());
-        stdout
+        self.kapi.kubectl_with(&self.bin, args).ok(&format!("kubectl {}", args.join(" ")))
     }
 
     fn apply_file(&self, name: &str, text: &str, extra: &[&str]) -> String {

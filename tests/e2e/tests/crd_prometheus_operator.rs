@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use kapi_e2e::{fixture, wait_for, Kapi};
+use kapi_e2e::{OutputExt, fixture, wait_for, Kapi};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const NAMES: [&str; 10] = [
@@ -28,14 +28,11 @@ fn crd_file(plural: &str) -> PathBuf {
 }
 
 fn kubectl(kapi: &Kapi, args: &[&str]) -> (bool, String, String) {
-    let out = kapi.kubectl(args);
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    kapi.kubectl(args).outcome()
 }
 
 fn ok(kapi: &Kapi, args: &[&str]) -> String {
-    let (success, stdout, stderr) = kubectl(kapi, args);
-    assert!(success, "kubectl {}: {stderr}", args.join(" "));
-    stdout
+    kapi.kubectl(args).ok(&format!("kubectl {}", args.join(" ")))
 }
 
 fn all_established(kapi: &Kapi) -> bool {

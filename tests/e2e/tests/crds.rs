@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kapi_e2e::{versioned_kubectl, wait_for, Kapi, Request};
+use kapi_e2e::{OutputExt, versioned_kubectl, wait_for, Kapi, Request};
 use serde_json::{json, Value};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -67,14 +67,11 @@ fn write(kapi: &Kapi, name: &str, text: &str) -> PathBuf {
 
 /// Runs kubectl and returns (success, stdout, stderr).
 fn run(kapi: &Kapi, bin: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = kapi.kubectl_with(bin, args);
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    kapi.kubectl_with(bin, args).outcome()
 }
 
 fn ok(kapi: &Kapi, bin: &Path, args: &[&str]) -> String {
-    let (success, stdout, stderr) = run(kapi, bin, args);
-    assert!(success, "kubectl {}: {stderr}\n{}", args.join(" "), kapi.log());
-    stdout
+    kapi.kubectl_with(bin, args).ok(&format!("kubectl {}", args.join(" ")))
 }
 
 fn established(kapi: &Kapi, name: &str) -> bool {
