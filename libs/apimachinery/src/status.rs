@@ -45,6 +45,9 @@ pub enum StatusReason {
     ServiceUnavailable,
     /// 504.
     Timeout,
+    /// kube's `StatusReasonUnknown` (the empty string, left out of the Status): errors that are
+    /// not API errors, such as a kubelet that cannot be dialled.
+    Unknown,
 }
 
 impl StatusReason {
@@ -68,6 +71,7 @@ impl StatusReason {
             Self::InternalError => "InternalError",
             Self::ServiceUnavailable => "ServiceUnavailable",
             Self::Timeout => "Timeout",
+            Self::Unknown => "",
         }
     }
 }
@@ -340,6 +344,39 @@ impl ApiError {
         Self::new(504, StatusReason::Timeout, message)
     }
 
+    /// kube's `NewGenericServerResponse` (no verb, not an unexpected response): how a proxied
+    /// backend's failure answer (a kubelet's) reaches the client, e.g. `the server could not
+    /// find the requested resource ( pods/log web)` for a 404.
+    pub fn generic_server_response(code: u16, gr: &GroupResource, name: &str, server_message: &str) -> Self {
+        use StatusReason as R;
+        let (reason, message) = match code {
+            409 => (R::Conflict, "the server reported a conflict".to_owned()),
+            404 => (R::NotFound, "the server could not find the requested resource".to_owned()),
+            400 => (R::BadRequest, "the server rejected our request for an unknown reason".to_owned()),
+            401 => (R::Unauthorized, "the server has asked for the client to provide credentials".to_owned()),
+            403 => (R::Forbidden, server_message.to_owned()),
+            406 if server_message.is_empty() || server_message == "unknown" => {
+                (R::NotAcceptable, "the server was unable to respond with a content type that the client supports".to_owned())
+            }
+            406 => (R::NotAcceptable, server_message.to_owned()),
+            415 => (R::UnsupportedMediaType, server_message.to_owned()),
+            405 => (R::MethodNotAllowed, "the server does not allow this method on the requested resource".to_owned()),
+            422 => (R::Invalid, "the server rejected our request due to an error in our request".to_owned()),
+            503 => (R::ServiceUnavailable, "the server is currently unable to handle the request".to_owned()),
+            504 => (R::Timeout, "the server was unable to return a response in the time allotted, but may still be processing the request".to_owned()),
+            429 => (R::TooManyRequests, "the server has received too many requests and has asked us to try again later".to_owned()),
+            500.. => (R::InternalError, format!("an error on the server ({server_message:?}) has prevented the request from succeeding")),
+            _ => (R::Unknown, format!("the server responded with the status code {code} but did not return more information")),
+        };
+        // The verb is empty, hence kube's double space.
+        let message = match (gr.resource.is_empty() && gr.group.is_empty(), name.is_empty()) {
+            (false, false) => format!("{message} ( {gr} {name})"),
+            (false, true) => format!("{message} ( {gr})"),
+            (true, _) => message,
+        };
+        Self { details: details_for(gr, name), ..Self::new(code, reason, message) }
+    }
+
     /// The `metav1.Status` object for this error.
     pub fn to_status(&self) -> Value {
         let mut status = json!({
@@ -348,8 +385,11 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason.as_str(),
         });
+        // `reason` is omitempty in kube: an unknown reason is left out.
+        if self.reason != StatusReason::Unknown {
+            status["reason"] = self.reason.as_str().into();
+        }
         if let Some(d) = &self.details {
             let mut details = Map::new();
             if !d.name.is_empty() {
@@ -430,5 +470,21 @@ mod tests {
         assert_eq!(status["details"]["causes"][1]["field"], "spec.containers");
         let e = ApiError::invalid("apps", "Deployment", "web", vec![]);
         assert_eq!(e.message, "Deployment.apps \"web\" is invalid");
+    }
+
+    #[test]
+    fn generic_server_responses_read_as_kube_words_them() {
+        let log = GroupResource::new("", "pods/log");
+        let e = ApiError::generic_server_response(404, &log, "web", "pod not found");
+        assert_eq!(e.message, "the server could not find the requested resource ( pods/log web)");
+        assert_eq!((e.code, e.reason), (404, StatusReason::NotFound));
+        assert_eq!(e.to_status()["details"]["kind"], "pods/log");
+        let e = ApiError::generic_server_response(403, &log, "web", "no way");
+        assert_eq!(e.message, "no way ( pods/log web)");
+        let e = ApiError::generic_server_response(502, &log, "", "bad gateway");
+        assert_eq!(e.message, "an error on the server (\"bad gateway\") has prevented the request from succeeding ( pods/log)");
+        let e = ApiError::generic_server_response(302, &log, "web", "");
+        assert_eq!(e.message, "the server responded with the status code 302 but did not return more information ( pods/log web)");
+        assert!(e.to_status().get("reason").is_none(), "an unknown reason is left out: {}", e.to_status());
     }
 }

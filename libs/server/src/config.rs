@@ -122,6 +122,8 @@ pub struct Options {
     /// `--storage-poll-interval`: how often the store is polled for other replicas' commits
     /// (default [`crate::storage::POLL_WITHOUT_NATS`], or [`crate::storage::POLL_WITH_NATS`]).
     pub storage_poll_interval: Option<Duration>,
+    /// The `--kubelet-*` flags: how pod log, exec, attach and portforward reach kubelets.
+    pub kubelet: crate::kubelet::KubeletClientOptions,
 }
 
 /// `--endpoint-reconciler-type`.
@@ -196,6 +198,7 @@ impl Default for Options {
             nats_url: None,
             nats_subject: "kapi.revisions".into(),
             storage_poll_interval: None,
+            kubelet: crate::kubelet::KubeletClientOptions::default(),
         }
     }
 }
@@ -260,6 +263,8 @@ struct Credentials {
     signing_key: SigningKey,
     verification_keys: Vec<VerificationKey>,
     token_file: Option<TokenFileAuthenticator>,
+    /// The kubelet client, with its `--kubelet-*` certificates.
+    kubelet: crate::kubelet::KubeletClient,
 }
 
 fn config_error(what: &str, e: impl std::fmt::Display) -> StartError {
@@ -297,7 +302,8 @@ fn load_credentials(opts: &Options) -> Result<Credentials, StartError> {
             tracing::warn!("--token-auth-file: {w}");
         }
     }
-    Ok(Credentials { signing_key, verification_keys, token_file })
+    let kubelet = crate::kubelet::KubeletClient::new(&opts.kubelet).map_err(|e| StartError::Config(e.to_string()))?;
+    Ok(Credentials { signing_key, verification_keys, token_file, kubelet })
 }
 
 /// The blocking part of start-up before serving (file IO, key generation), run off the async
@@ -629,6 +635,7 @@ async fn build_server(
         health: health.clone(),
         openapi,
         in_flight: crate::filters::max_in_flight::InFlightLimits::new(opts.max_requests_inflight, opts.max_mutating_requests_inflight),
+        kubelet: Arc::new(credentials.kubelet),
         fanout,
     });
     Ok((srv, caches))

@@ -64,7 +64,7 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         let user_agent = parts.headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok());
         let anonymous = UserInfo::default();
         let user = parts.extensions.get::<UserInfo>().unwrap_or(&anonymous);
-        return resource::handle(srv, info, &query, accept, content_type, &Caller { user, user_agent }, body).await;
+        return resource::handle(srv, info, &query, accept, content_type, &Caller { user, user_agent, head: parts }, body).await;
     }
     let is_get = matches!(parts.method, Method::GET | Method::HEAD);
     let discovery_doc = |doc: Option<serde_json::Value>, aggregated: Option<serde_json::Value>| -> Response<Body> {

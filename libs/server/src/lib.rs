@@ -13,6 +13,7 @@ pub mod filters;
 pub mod handler;
 pub mod handlers;
 pub mod health;
+pub mod kubelet;
 pub mod lifecycle;
 pub mod metrics;
 pub mod negotiation;

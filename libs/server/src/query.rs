@@ -50,6 +50,11 @@ impl Query {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
+    /// Whether the query has no parameter at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether a parameter is present at all (`?verbose`).
     pub fn has(&self, key: &str) -> bool {
         self.0.iter().any(|(k, _)| k == key)

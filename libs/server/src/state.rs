@@ -101,6 +101,8 @@ pub struct ApiServer {
     pub openapi: Arc<kapi_openapi::OpenApi>,
     /// `--max-requests-inflight` / `--max-mutating-requests-inflight` budgets.
     pub in_flight: crate::filters::max_in_flight::InFlightLimits,
+    /// The client of nodes' kubelets (pod log, exec, attach, portforward).
+    pub kubelet: Arc<crate::kubelet::KubeletClient>,
     /// NATS wake-ups across replicas (`--nats-url`); None follows other replicas' commits by
     /// polling the store.
     pub fanout: Option<kapi_watch::NatsFanout>,

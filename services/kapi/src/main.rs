@@ -155,6 +155,22 @@ struct Cli {
     /// without --nats-url, 1s with it (a safety net under the NATS hints).
     #[arg(long, value_parser = parse_go_duration)]
     storage_poll_interval: Option<Duration>,
+    /// Client certificate kapi presents to kubelets (pod log, exec, attach, portforward).
+    #[arg(long)]
+    kubelet_client_certificate: Option<PathBuf>,
+    /// Key of --kubelet-client-certificate.
+    #[arg(long)]
+    kubelet_client_key: Option<PathBuf>,
+    /// CA bundle kubelets' serving certificates are checked against; without it they are not
+    /// verified, as in kube-apiserver.
+    #[arg(long)]
+    kubelet_certificate_authority: Option<PathBuf>,
+    /// Bound on reaching a kubelet and reading the head of its answer (Go duration).
+    #[arg(long, default_value = "5s", value_parser = parse_go_duration)]
+    kubelet_timeout: Duration,
+    /// Node address types tried in order to reach a node's kubelet.
+    #[arg(long, value_delimiter = ',', default_value = "Hostname,InternalDNS,InternalIP,ExternalDNS,ExternalIP")]
+    kubelet_preferred_address_types: Vec<String>,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -249,6 +265,13 @@ fn main() -> ExitCode {
         nats_url: cli.nats_url,
         nats_subject: cli.nats_subject,
         storage_poll_interval: cli.storage_poll_interval,
+        kubelet: kapi_server::kubelet::KubeletClientOptions {
+            client_certificate: cli.kubelet_client_certificate,
+            client_key: cli.kubelet_client_key,
+            certificate_authority: cli.kubelet_certificate_authority,
+            timeout: cli.kubelet_timeout,
+            preferred_address_types: cli.kubelet_preferred_address_types,
+        },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

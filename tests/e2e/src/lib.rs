@@ -8,6 +8,7 @@
 
 pub mod changes;
 mod haproxy;
+mod kubelet;
 pub mod load;
 mod nats;
 mod process;
@@ -27,6 +28,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 pub use haproxy::Haproxy;
+pub use kubelet::{FakeKubelet, KUBELET_CLIENT_CN};
 pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
 pub use webhook::ConversionWebhook;

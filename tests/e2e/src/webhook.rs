@@ -19,7 +19,7 @@ pub struct ConversionWebhook {
     _dir: TempDir,
 }
 
-fn openssl(dir: &Path, args: &[&str]) -> Result<Vec<u8>, HarnessError> {
+pub(crate) fn openssl(dir: &Path, args: &[&str]) -> Result<Vec<u8>, HarnessError> {
     let out = Command::new("openssl").args(args).current_dir(dir).output().map_err(io_err("running openssl"))?;
     if !out.status.success() {
         return Err(HarnessError::Io {

@@ -26,7 +26,7 @@ use crate::field_validation::{self, FieldValidation, Source};
 use crate::scope::ResourceScope;
 use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape, PROTOBUF};
 use crate::field_manager;
-use crate::handlers::{admission, reviews, Caller};
+use crate::handlers::{admission, pod_connect, reviews, Caller};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -806,6 +806,9 @@ async fn subresource(
     };
     if !sub_spec.verbs.contains(&info.verb.as_str()) {
         return Err(ApiError::method_not_supported(&gr, &info.verb));
+    }
+    if pod_connect::serves(spec, sub) {
+        return pod_connect::serve(srv, strategy, info, ns, query, caller).await;
     }
     let name = info.name.as_str();
     let dry = dry_run(query)?;
