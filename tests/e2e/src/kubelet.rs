@@ -4,12 +4,12 @@
 //! One CA signs the kubelet's serving certificate (for 127.0.0.1) and the client certificate
 //! kapi presents (`--kubelet-client-certificate`), as kubeadm's cluster CA does.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Child;
 
 use tempfile::TempDir;
 
+use crate::process::start_python_helper;
 use crate::webhook::openssl;
 use crate::{free_port, io_err, HarnessError};
 
@@ -45,26 +45,11 @@ impl FakeKubelet {
             "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
         )?;
         let port = free_port()?;
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/fake_kubelet.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .arg(d.join("kubelet.crt"))
-            .arg(d.join("kubelet.key"))
-            .arg(d.join("ca.crt"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(io_err("starting the fake kubelet"))?;
-        let mut line = String::new();
-        if let Some(stdout) = child.stdout.take() {
-            BufReader::new(stdout).read_line(&mut line).map_err(io_err("reading the fake kubelet's output"))?;
-        }
-        let kubelet = FakeKubelet { child, port, dir };
-        if line.trim() != "ready" {
-            return Err(HarnessError::Io { context: "the fake kubelet did not start".into(), source: std::io::Error::other(line) });
-        }
-        Ok(kubelet)
+        let port_arg = port.to_string();
+        let (cert, key, ca) = (d.join("kubelet.crt"), d.join("kubelet.key"), d.join("ca.crt"));
+        let args = [port_arg.as_ref(), cert.as_os_str(), key.as_os_str(), ca.as_os_str()];
+        let child = start_python_helper("fake_kubelet.py", &args, "the fake kubelet")?;
+        Ok(FakeKubelet { child, port, dir })
     }
 
     /// The CA of the kubelet's serving certificate (`--kubelet-certificate-authority`).

@@ -178,6 +178,34 @@ impl Drop for Streaming {
     }
 }
 
+/// Starts one of the Python helpers of `python/` (a webhook, a fake kubelet) with `args` and
+/// waits until it prints its `ready` line; a helper that says anything else is killed and
+/// reported, with `what` naming it.
+pub(crate) fn start_python_helper(script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<Child, HarnessError> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python").join(script);
+    let mut child = Command::new("python3")
+        .arg(path)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|source| HarnessError::Io { context: format!("starting {what}"), source })?;
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        if let Err(source) = BufReader::new(stdout).read_line(&mut line) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(HarnessError::Io { context: format!("reading the output of {what}"), source });
+        }
+    }
+    if line.trim() != "ready" {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(HarnessError::Io { context: format!("{what} did not start"), source: std::io::Error::other(line) });
+    }
+    Ok(child)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,3 +231,4 @@ mod tests {
         s.stop();
     }
 }
+

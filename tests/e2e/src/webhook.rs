@@ -1,12 +1,12 @@
 //! The CRD conversion webhook of the e2e tests (`python/conversion_webhook.py`, apps.demo.io
 //! v1alpha1 <-> v1): a real HTTPS process with its own CA, stopped by its PID on drop.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use tempfile::TempDir;
 
+use crate::process::start_python_helper;
 use crate::{free_port, io_err, HarnessError};
 
 /// A running conversion webhook.
@@ -42,25 +42,10 @@ impl ConversionWebhook {
         openssl(d, &["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tls.crt", "-days", "1", "-extfile", "ext.cnf"])?;
         let ca_bundle = String::from_utf8_lossy(&openssl(d, &["base64", "-A", "-in", "ca.crt"])?).trim().to_owned();
         let port = free_port()?;
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/conversion_webhook.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .arg(d.join("tls.crt"))
-            .arg(d.join("tls.key"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(io_err("starting the conversion webhook"))?;
-        let mut line = String::new();
-        if let Some(stdout) = child.stdout.take() {
-            BufReader::new(stdout).read_line(&mut line).map_err(io_err("reading the webhook's output"))?;
-        }
-        let webhook = ConversionWebhook { child, port, ca_bundle, _dir: dir };
-        if line.trim() != "ready" {
-            return Err(HarnessError::Io { context: "the conversion webhook did not start".into(), source: std::io::Error::other(line) });
-        }
-        Ok(webhook)
+        let port_arg = port.to_string();
+        let (cert, key) = (d.join("tls.crt"), d.join("tls.key"));
+        let child = start_python_helper("conversion_webhook.py", &[port_arg.as_ref(), cert.as_os_str(), key.as_os_str()], "the conversion webhook")?;
+        Ok(ConversionWebhook { child, port, ca_bundle, _dir: dir })
     }
 
     /// Stops the webhook (a test of what happens while it is down).
