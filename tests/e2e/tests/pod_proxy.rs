@@ -1,6 +1,6 @@
 //! Pod log, exec and the other kubelet subresources through kapi, against a kubelet-shaped
 //! HTTPS server (`python/fake_kubelet.py`) that demands kapi's `--kubelet-client-certificate`:
-//! kubectl logs (plain, tailed, followed), kubectl exec over WebSocket (v5.channel.k8s.io,
+//! kubectl logs (plain, tailed, followed), kubectl exec and attach over WebSocket (v5.channel.k8s.io,
 //! stdout, stdin, exit codes), kube's answers for unscheduled pods, missing pods and
 //! containers, bad options and unreachable kubelets, and the `create` permission WebSocket
 //! upgrades need.
@@ -138,6 +138,14 @@ fn exec_runs_over_websocket_through_kapi() {
     // The kubelet's status ends the session: kubectl exits with the command's code.
     let out = kapi.kubectl(&["exec", "web", "--", "fail", "3"]);
     assert_eq!(out.status.code(), Some(3), "{}", out.stderr_str());
+
+    // attach: the same upgrade to the kubelet's /attach (kubectl wants a running pod).
+    let mut running = kapi.get_json(&format!("{PODS}/web"));
+    running["status"]["phase"] = json!("Running");
+    let r = kapi.request(&Request::new("PUT", &format!("{PODS}/web/status")).json(&running));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let out = kapi.kubectl(&["attach", "web", "--pod-running-timeout=10s"]);
+    assert_eq!(out.stdout_str(), "attached\n", "{}", out.stderr_str());
 
     // An unscheduled pod: kube's 400, through kubectl and as the raw Status.
     let out = kapi.kubectl(&["exec", "pending", "--", "echo", "hi"]);
