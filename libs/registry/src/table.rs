@@ -5,9 +5,12 @@
 //! The server always prints the wide columns; clients hide those with priority > 0 unless asked
 //! (`kubectl get -o wide`).
 
+mod control;
 mod kinds;
+mod network;
 mod pods;
 mod policy;
+mod storage;
 mod workloads;
 
 use std::time::Duration;
@@ -18,6 +21,7 @@ use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
 const ADMISSION: &str = "admissionregistration.k8s.io";
+const FLOW_CONTROL: &str = "flowcontrol.apiserver.k8s.io";
 
 /// metav1.TableColumnDefinition objects ({name, type, format, description, priority}) for the kind.
 pub fn columns(group: &str, kind: &str) -> Vec<Value> {
@@ -30,13 +34,31 @@ pub fn columns(group: &str, kind: &str) -> Vec<Value> {
         ("", "Secret") => kinds::SECRET.to_vec(),
         ("", "ServiceAccount") => policy::SERVICE_ACCOUNT.to_vec(),
         ("", "Event") | ("events.k8s.io", "Event") => kinds::EVENT.to_vec(),
-        ("", "PersistentVolumeClaim") => kinds::PVC.to_vec(),
+        ("", "PersistentVolumeClaim") => storage::PVC.to_vec(),
+        ("", "PersistentVolume") => storage::PERSISTENT_VOLUME.to_vec(),
+        ("", "Endpoints") => network::ENDPOINTS.to_vec(),
+        ("", "ResourceQuota") => control::RESOURCE_QUOTA.to_vec(),
+        ("", "ComponentStatus") => control::COMPONENT_STATUS.to_vec(),
         ("", "ReplicationController") => workloads::REPLICATION_CONTROLLER.to_vec(),
         ("", "PodTemplate") => workloads::POD_TEMPLATE.to_vec(),
         ("apps", "Deployment") => workloads::DEPLOYMENT.to_vec(),
         ("apps", "ReplicaSet") => workloads::REPLICA_SET.to_vec(),
         ("apps", "StatefulSet") => workloads::STATEFUL_SET.to_vec(),
         ("apps", "DaemonSet") => workloads::DAEMON_SET.to_vec(),
+        ("apps", "ControllerRevision") => control::CONTROLLER_REVISION.to_vec(),
+        ("autoscaling", "HorizontalPodAutoscaler") => control::HORIZONTAL_POD_AUTOSCALER.to_vec(),
+        ("certificates.k8s.io", "CertificateSigningRequest") => control::CERTIFICATE_SIGNING_REQUEST.to_vec(),
+        ("certificates.k8s.io", "ClusterTrustBundle") => control::CLUSTER_TRUST_BUNDLE.to_vec(),
+        (FLOW_CONTROL, "FlowSchema") => control::FLOW_SCHEMA.to_vec(),
+        (FLOW_CONTROL, "PriorityLevelConfiguration") => control::PRIORITY_LEVEL_CONFIGURATION.to_vec(),
+        ("discovery.k8s.io", "EndpointSlice") => network::ENDPOINT_SLICE.to_vec(),
+        ("networking.k8s.io", "Ingress") => network::INGRESS.to_vec(),
+        ("networking.k8s.io", "ServiceCIDR") => network::SERVICE_CIDR.to_vec(),
+        ("networking.k8s.io", "IPAddress") => network::IP_ADDRESS.to_vec(),
+        ("storage.k8s.io", "VolumeAttachment") => storage::VOLUME_ATTACHMENT.to_vec(),
+        ("storage.k8s.io", "CSIDriver") => storage::CSI_DRIVER.to_vec(),
+        ("storage.k8s.io", "CSIStorageCapacity") => storage::CSI_STORAGE_CAPACITY.to_vec(),
+        ("storage.k8s.io", "VolumeAttributesClass") => storage::VOLUME_ATTRIBUTES_CLASS.to_vec(),
         ("batch", "Job") => workloads::JOB.to_vec(),
         ("batch", "CronJob") => workloads::CRON_JOB.to_vec(),
         ("coordination.k8s.io", "Lease") => kinds::LEASE.to_vec(),
@@ -63,7 +85,8 @@ pub fn columns(group: &str, kind: &str) -> Vec<Value> {
     defs.into_iter().map(ColumnDef::to_json).collect()
 }
 
-/// One row's cells for the object (same order as columns). `now` for AGE-like cells.
+/// One row's cells for the object (same order as columns, except where kube's own printer
+/// adds a cell it declares no column for: IPAddress). `now` for AGE-like cells.
 pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
     match (group, kind) {
         ("", "Pod") => pods::cells(obj, now),
@@ -75,13 +98,31 @@ pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<V
         ("", "ServiceAccount") => policy::service_account(obj, now),
         ("", "Event") => kinds::event(obj, now),
         ("events.k8s.io", "Event") => kinds::event(&kinds::events_v1_as_core(obj), now),
-        ("", "PersistentVolumeClaim") => kinds::pvc(obj, now),
+        ("", "PersistentVolumeClaim") => storage::pvc(obj, now),
+        ("", "PersistentVolume") => storage::persistent_volume(obj, now),
+        ("", "Endpoints") => network::endpoints(obj, now),
+        ("", "ResourceQuota") => control::resource_quota(obj, now),
+        ("", "ComponentStatus") => control::component_status(obj),
         ("", "ReplicationController") => workloads::replication_controller(obj, now),
         ("", "PodTemplate") => workloads::pod_template(obj),
         ("apps", "Deployment") => workloads::deployment(obj, now),
         ("apps", "ReplicaSet") => workloads::replica_set(obj, now),
         ("apps", "StatefulSet") => workloads::stateful_set(obj, now),
         ("apps", "DaemonSet") => workloads::daemon_set(obj, now),
+        ("apps", "ControllerRevision") => control::controller_revision(obj, now),
+        ("autoscaling", "HorizontalPodAutoscaler") => control::horizontal_pod_autoscaler(obj, now),
+        ("certificates.k8s.io", "CertificateSigningRequest") => control::certificate_signing_request(obj, now),
+        ("certificates.k8s.io", "ClusterTrustBundle") => control::cluster_trust_bundle(obj),
+        (FLOW_CONTROL, "FlowSchema") => control::flow_schema(obj, now),
+        (FLOW_CONTROL, "PriorityLevelConfiguration") => control::priority_level_configuration(obj, now),
+        ("discovery.k8s.io", "EndpointSlice") => network::endpoint_slice(obj, now),
+        ("networking.k8s.io", "Ingress") => network::ingress(obj, now),
+        ("networking.k8s.io", "ServiceCIDR") => network::service_cidr(obj, now),
+        ("networking.k8s.io", "IPAddress") => network::ip_address(obj, now),
+        ("storage.k8s.io", "VolumeAttachment") => storage::volume_attachment(obj, now),
+        ("storage.k8s.io", "CSIDriver") => storage::csi_driver(obj, now),
+        ("storage.k8s.io", "CSIStorageCapacity") => storage::csi_storage_capacity(obj),
+        ("storage.k8s.io", "VolumeAttributesClass") => storage::volume_attributes_class(obj, now),
         ("batch", "Job") => workloads::job(obj, now),
         ("batch", "CronJob") => workloads::cron_job(obj, now),
         ("coordination.k8s.io", "Lease") => vec![name(obj), json!(str_at(obj, "/spec/holderIdentity")), age(obj, now)],
@@ -216,6 +257,32 @@ pub(crate) fn container_cells(pod_spec: Option<&Value>) -> (Value, Value) {
     let names: Vec<&str> = containers.iter().map(|c| str_at(c, "/name")).collect();
     let images: Vec<&str> = containers.iter().map(|c| str_at(c, "/image")).collect();
     (json!(names.join(",")), json!(images.join(",")))
+}
+
+/// The array at `pointer`, empty when absent.
+pub(crate) fn array_at<'a>(obj: &'a Value, pointer: &str) -> &'a [Value] {
+    obj.pointer(pointer).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// `<unset>` for an empty string.
+pub(crate) fn or_unset(s: &str) -> String {
+    if s.is_empty() { "<unset>".to_string() } else { s.to_string() }
+}
+
+/// The first `max` items, comma-joined, then ` + N more...` for the rest (kube's
+/// `formatEndpoints` and `listWithMoreString`).
+pub(crate) fn first_of(mut items: Vec<String>, max: usize) -> String {
+    let count = items.len();
+    items.truncate(max);
+    match count.saturating_sub(max) {
+        0 => items.join(","),
+        more => format!("{} + {more} more...", items.join(",")),
+    }
+}
+
+/// `listWithMoreString`: [`first_of`], `<unset>` for none.
+pub(crate) fn list_with_more(items: Vec<String>, max: usize) -> String {
+    if items.is_empty() { "<unset>".to_string() } else { first_of(items, max) }
 }
 
 pub(crate) fn len_of(obj: &Value, key: &str) -> usize {

@@ -1,5 +1,5 @@
 //! Printers for core and other single-object kinds: services, nodes, namespaces, config maps,
-//! secrets, events, claims, leases, role bindings, storage and priority classes.
+//! secrets, events, leases, role bindings, storage and priority classes.
 
 use serde_json::{json, Value};
 use time::OffsetDateTime;
@@ -57,18 +57,6 @@ pub(super) const EVENT: &[ColumnDef] = &[
     wide("First Seen", "string", "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)"),
     wide("Count", "string", "The number of times this event has occurred."),
     super::ColumnDef { name: "Name", kind: "string", format: "name", description: NAME_DESC, priority: 1 },
-];
-
-pub(super) const PVC: &[ColumnDef] = &[
-    NAME,
-    col("Status", "string", "phase represents the current phase of PersistentVolumeClaim."),
-    col("Volume", "string", "volumeName is the binding reference to the PersistentVolume backing this claim."),
-    col("Capacity", "string", "capacity represents the actual resources of the underlying volume."),
-    col("Access Modes", "string", "accessModes contains the actual access modes the volume backing the PVC has. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1"),
-    col("StorageClass", "string", "StorageClass of the pvc"),
-    col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc"),
-    AGE,
-    wide("VolumeMode", "string", "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec."),
 ];
 
 pub(super) const LEASE: &[ColumnDef] = &[
@@ -315,50 +303,6 @@ pub(super) fn event(e: &Value, now: OffsetDateTime) -> Vec<Value> {
         json!(first),
         json!(count),
         name(e),
-    ]
-}
-
-fn access_modes(pvc: &Value) -> String {
-    let short = |m: &str| match m {
-        "ReadWriteOnce" => Some("RWO"),
-        "ReadOnlyMany" => Some("ROX"),
-        "ReadWriteMany" => Some("RWX"),
-        "ReadWriteOncePod" => Some("RWOP"),
-        _ => None,
-    };
-    let modes = strings(pvc, "/status/accessModes");
-    ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]
-        .into_iter()
-        .filter(|m| modes.contains(m))
-        .filter_map(short)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-pub(super) fn pvc(pvc: &Value, now: OffsetDateTime) -> Vec<Value> {
-    let deleting = pvc.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
-    let phase = if deleting { "Terminating" } else { str_at(pvc, "/status/phase") };
-    let volume = str_at(pvc, "/spec/volumeName");
-    let (capacity, modes) = if volume.is_empty() {
-        (String::new(), String::new())
-    } else {
-        (str_at(pvc, "/status/capacity/storage").to_string(), access_modes(pvc))
-    };
-    let class = match str_at(pvc, "/metadata/annotations/volume.beta.kubernetes.io~1storage-class") {
-        "" => str_at(pvc, "/spec/storageClassName"),
-        c => c,
-    };
-    let or_unset = |s: &str| if s.is_empty() { "<unset>".to_string() } else { s.to_string() };
-    vec![
-        name(pvc),
-        json!(phase),
-        json!(volume),
-        json!(capacity),
-        json!(modes),
-        json!(class),
-        json!(or_unset(str_at(pvc, "/spec/volumeAttributesClassName"))),
-        age(pvc, now),
-        json!(or_unset(str_at(pvc, "/spec/volumeMode"))),
     ]
 }
 

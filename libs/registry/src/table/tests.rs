@@ -276,3 +276,184 @@ fn policy_kind_rows() {
         columns("policy", "PodDisruptionBudget").iter().map(|c| c["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(headers, ["Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"]);
 }
+
+/// Every kind kube's printers give columns of their own, with its headers and their priorities
+/// as `printers.go` declares them (wide columns priority 1).
+/// A kind's group and name, and its expected (header, priority) pairs.
+type KindColumns<'a> = (&'a str, &'a str, &'a [(&'a str, u64)]);
+
+#[test]
+fn kube_columns_per_kind() {
+    let cases: &[KindColumns] = &[
+        ("", "Endpoints", &[("Name", 0), ("Endpoints", 0), ("Age", 0)]),
+        ("networking.k8s.io", "Ingress", &[("Name", 0), ("Class", 0), ("Hosts", 0), ("Address", 0), ("Ports", 0), ("Age", 0)]),
+        ("", "PersistentVolume", &[
+            ("Name", 0), ("Capacity", 0), ("Access Modes", 0), ("Reclaim Policy", 0), ("Status", 0), ("Claim", 0),
+            ("StorageClass", 0), ("VolumeAttributesClass", 0), ("Reason", 0), ("Age", 0), ("VolumeMode", 1),
+        ]),
+        ("autoscaling", "HorizontalPodAutoscaler", &[
+            ("Name", 0), ("Reference", 0), ("Targets", 0), ("MinPods", 0), ("MaxPods", 0), ("Replicas", 0), ("Age", 0),
+        ]),
+        ("certificates.k8s.io", "CertificateSigningRequest", &[
+            ("Name", 0), ("Age", 0), ("SignerName", 0), ("Requestor", 0), ("RequestedDuration", 0), ("Condition", 0),
+        ]),
+        ("certificates.k8s.io", "ClusterTrustBundle", &[("Name", 0), ("SignerName", 0)]),
+        ("apps", "ControllerRevision", &[("Name", 0), ("Controller", 0), ("Revision", 0), ("Age", 0)]),
+        ("discovery.k8s.io", "EndpointSlice", &[("Name", 0), ("AddressType", 0), ("Ports", 0), ("Endpoints", 0), ("Age", 0)]),
+        ("", "ResourceQuota", &[("Name", 0), ("Request", 0), ("Limit", 0), ("Age", 0)]),
+        ("", "ComponentStatus", &[("Name", 0), ("Status", 0), ("Message", 0), ("Error", 0)]),
+        ("storage.k8s.io", "VolumeAttachment", &[("Name", 0), ("Attacher", 0), ("PV", 0), ("Node", 0), ("Attached", 0), ("Age", 0)]),
+        ("storage.k8s.io", "CSIDriver", &[
+            ("Name", 0), ("AttachRequired", 0), ("PodInfoOnMount", 0), ("StorageCapacity", 0), ("TokenRequests", 0),
+            ("RequiresRepublish", 0), ("Modes", 0), ("Age", 0),
+        ]),
+        ("storage.k8s.io", "CSIStorageCapacity", &[("Name", 0), ("StorageClassName", 0), ("Capacity", 0)]),
+        ("storage.k8s.io", "VolumeAttributesClass", &[("Name", 0), ("DriverName", 0), ("Age", 0)]),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema", &[
+            ("Name", 0), ("PriorityLevel", 0), ("MatchingPrecedence", 0), ("DistinguisherMethod", 0), ("Age", 0), ("MissingPL", 0),
+        ]),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration", &[
+            ("Name", 0), ("Type", 0), ("NominalConcurrencyShares", 0), ("Queues", 0), ("HandSize", 0), ("QueueLengthLimit", 0),
+            ("Age", 0),
+        ]),
+        ("networking.k8s.io", "ServiceCIDR", &[("Name", 0), ("CIDRs", 0), ("Age", 0)]),
+        ("networking.k8s.io", "IPAddress", &[("Name", 0), ("ParentRef", 0)]),
+        ("scheduling.k8s.io", "PriorityClass", &[("Name", 0), ("Value", 0), ("Global-Default", 0), ("Age", 0), ("PreemptionPolicy", 0)]),
+        ("", "PersistentVolumeClaim", &[
+            ("Name", 0), ("Status", 0), ("Volume", 0), ("Capacity", 0), ("Access Modes", 0), ("StorageClass", 0),
+            ("VolumeAttributesClass", 0), ("Age", 0), ("VolumeMode", 1),
+        ]),
+    ];
+    for (group, kind, want) in cases {
+        let cols = columns(group, kind);
+        assert_eq!(names(&cols), want.to_vec(), "{group}/{kind}");
+        assert_eq!(cols[0]["format"], "name", "{kind}");
+        assert!(cols.iter().all(|c| c["description"].as_str().is_some()), "{kind}");
+        // kube's IP address rows carry an age cell it declares no column for.
+        let extra = usize::from(*kind == "IPAddress");
+        assert_eq!(cells(group, kind, &json!({"metadata": {"name": "x"}}), NOW).len(), cols.len() + extra, "{kind}");
+    }
+    let types = |g, k| columns(g, k).iter().map(|c| c["type"].as_str().unwrap_or("").to_string()).collect::<Vec<_>>();
+    assert_eq!(types("storage.k8s.io", "CSIDriver"), ["string", "boolean", "boolean", "boolean", "string", "boolean", "string", "string"]);
+    assert_eq!(types("storage.k8s.io", "VolumeAttachment")[4], "boolean");
+    assert_eq!(columns("storage.k8s.io", "VolumeAttachment")[1]["format"], "name");
+    assert!(columns("", "Endpoints")[1]["description"].as_str().unwrap_or("").starts_with("The set of all endpoints is the union of all subsets."));
+}
+
+/// A sample object per kind and the cells kube's printer gives it.
+#[test]
+fn kube_cells_per_kind() {
+    let created = json!({"name": "x", "creationTimestamp": "2024-05-01T11:00:00Z"});
+    let meta = |extra: Value| {
+        let mut m = created.clone();
+        m.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        m
+    };
+    let cases = [
+        ("", "Endpoints", json!({"metadata": created}), json!(["x", "<none>", "60m"])),
+        ("", "Endpoints", json!({"metadata": created, "subsets": [
+            {"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"port": 80}, {"port": 443}]},
+            {"addresses": [{"ip": "fd00::1"}]}]}),
+            json!(["x", "10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 2 more...", "60m"])),
+        ("", "Endpoints", json!({"metadata": created, "subsets": [{"addresses": [{"ip": "fd00::1"}], "ports": [{"port": 53}]}]}),
+            json!(["x", "[fd00::1]:53", "60m"])),
+        ("networking.k8s.io", "Ingress", json!({"metadata": created, "spec": {"rules": [{"host": "a.example"}, {}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.9"}, {"hostname": "lb.example"}, {"ip": "10.0.0.9"}]}}}),
+            json!(["x", "<none>", "a.example", "10.0.0.9,lb.example", "80", "60m"])),
+        ("networking.k8s.io", "Ingress", json!({"metadata": created, "spec": {"ingressClassName": "nginx", "tls": [{}],
+            "rules": [{}, {"host": "a"}, {"host": "b"}, {"host": "c"}, {"host": "d"}]}}),
+            json!(["x", "nginx", "a,b,c + 2 more...", "", "80, 443", "60m"])),
+        ("networking.k8s.io", "Ingress", json!({"metadata": created, "spec": {}}), json!(["x", "<none>", "*", "", "80", "60m"])),
+        ("", "PersistentVolume", json!({"metadata": created, "spec": {"capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteMany", "ReadWriteOnce"], "persistentVolumeReclaimPolicy": "Retain",
+            "claimRef": {"namespace": "ns", "name": "data"}, "storageClassName": "fast", "volumeMode": "Filesystem"},
+            "status": {"phase": "Bound"}}),
+            json!(["x", "10Gi", "RWO,RWX", "Retain", "Bound", "ns/data", "fast", "<unset>", "", "60m", "Filesystem"])),
+        ("", "PersistentVolume", json!({"metadata": meta(json!({"deletionTimestamp": "2024-05-01T11:59:00Z"})), "spec": {}}),
+            json!(["x", "0", "", "", "Terminating", "", "", "<unset>", "", "60m", "<unset>"])),
+        ("autoscaling", "HorizontalPodAutoscaler", json!({"metadata": created, "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"}, "minReplicas": 2, "maxReplicas": 10, "metrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                {"type": "Pods", "pods": {"target": {"averageValue": "1k"}}},
+                {"type": "External", "external": {"target": {"value": "5"}}}]},
+            "status": {"currentReplicas": 3, "currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 42}}}]}}),
+            json!(["x", "Deployment/web", "cpu: 42%/80%, <unknown>/1k + 1 more...", "2", 10, 3, "60m"])),
+        ("autoscaling", "HorizontalPodAutoscaler", json!({"metadata": created, "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 4, "targetCPUUtilizationPercentage": 50},
+            "status": {"currentReplicas": 1, "currentCPUUtilizationPercentage": 7}}),
+            json!(["x", "Deployment/web", "cpu: 7%/50%", "<unset>", 4, 1, "60m"])),
+        ("autoscaling", "HorizontalPodAutoscaler", json!({"metadata": created, "spec": {"maxReplicas": 1, "metrics": [
+                {"type": "Object", "object": {"target": {"averageValue": "3"}}},
+                {"type": "Resource", "resource": {"name": "memory", "target": {"averageValue": "100Mi"}}}]}}),
+            json!(["x", "/", "<unknown>/3 (avg), memory: <unknown>/100Mi", "<unset>", 1, 0, "60m"])),
+        ("certificates.k8s.io", "CertificateSigningRequest", json!({"metadata": created, "spec": {
+            "signerName": "kubernetes.io/kube-apiserver-client", "username": "alice", "expirationSeconds": 86400},
+            "status": {"conditions": [{"type": "Approved"}, {"type": "Failed"}], "certificate": "Y2VydA=="}}),
+            json!(["x", "60m", "kubernetes.io/kube-apiserver-client", "alice", "24h", "Approved,Failed,Issued"])),
+        ("certificates.k8s.io", "CertificateSigningRequest", json!({"metadata": created, "spec": {"username": "bob"},
+            "status": {"conditions": [{"type": "Approved"}, {"type": "Denied"}]}}),
+            json!(["x", "60m", "<none>", "bob", "<none>", "Denied"])),
+        ("certificates.k8s.io", "ClusterTrustBundle", json!({"metadata": created, "spec": {}}), json!(["x", "<none>"])),
+        ("apps", "ControllerRevision", json!({"metadata": meta(json!({"ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p"},
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "fluentd", "controller": true}]})), "revision": 3}),
+            json!(["x", "daemonset.apps/fluentd", 3, "60m"])),
+        ("apps", "ControllerRevision", json!({"metadata": created, "revision": 1}), json!(["x", "<none>", 1, "60m"])),
+        ("discovery.k8s.io", "EndpointSlice", json!({"metadata": created, "addressType": "IPv4",
+            "ports": [{"port": 80}, {"name": "dns"}, {}, {"port": 8080}],
+            "endpoints": [{"addresses": ["10.0.0.1", "10.0.0.2"]}, {"addresses": ["10.0.0.3"]}]}),
+            json!(["x", "IPv4", "80,dns,* + 1 more...", "10.0.0.1,10.0.0.2,10.0.0.3", "60m"])),
+        ("discovery.k8s.io", "EndpointSlice", json!({"metadata": created, "addressType": "IPv6"}),
+            json!(["x", "IPv6", "<unset>", "<unset>", "60m"])),
+        ("", "ResourceQuota", json!({"metadata": created, "status": {
+            "hard": {"pods": "10", "limits.cpu": "2", "requests.memory": "1Gi", "limits.memory": "2Gi"},
+            "used": {"pods": "3", "limits.cpu": "500m"}}}),
+            json!(["x", "pods: 3/10, requests.memory: 0/1Gi", "limits.cpu: 500m/2, limits.memory: 0/2Gi", "60m"])),
+        ("", "ComponentStatus", json!({"metadata": created, "conditions": [
+            {"type": "Healthy", "status": "False", "message": "m", "error": "e"}]}), json!(["x", "Unhealthy", "m", "e"])),
+        ("", "ComponentStatus", json!({"metadata": created}), json!(["x", "Unknown", "", ""])),
+        ("storage.k8s.io", "VolumeAttachment", json!({"metadata": created, "spec": {"attacher": "csi.example",
+            "nodeName": "n1", "source": {"persistentVolumeName": "pv1"}}, "status": {"attached": true}}),
+            json!(["x", "csi.example", "pv1", "n1", true, "60m"])),
+        ("storage.k8s.io", "CSIDriver", json!({"metadata": created, "spec": {}}),
+            json!(["x", true, false, false, "<unset>", false, "<none>", "60m"])),
+        ("storage.k8s.io", "CSIDriver", json!({"metadata": created, "spec": {"attachRequired": false, "podInfoOnMount": true,
+            "tokenRequests": [{"audience": "a"}, {"audience": "b"}], "volumeLifecycleModes": ["Persistent", "Ephemeral"]}}),
+            json!(["x", false, true, false, "a,b", false, "Persistent,Ephemeral", "60m"])),
+        ("storage.k8s.io", "CSIStorageCapacity", json!({"metadata": created, "storageClassName": "fast"}),
+            json!(["x", "fast", "<unset>"])),
+        ("storage.k8s.io", "VolumeAttributesClass", json!({"metadata": meta(json!({"annotations":
+            {"volumeattributesclass.alpha.kubernetes.io/is-default-class": "true"}})), "driverName": "csi.example"}),
+            json!(["x (default)", "csi.example", "60m"])),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema", json!({"metadata": created, "spec": {
+            "priorityLevelConfiguration": {"name": "workload-low"}, "matchingPrecedence": 9000,
+            "distinguisherMethod": {"type": "ByUser"}}, "status": {"conditions": [{"type": "Dangling", "status": "False"}]}}),
+            json!(["x", "workload-low", 9000, "ByUser", "60m", "False"])),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema", json!({"metadata": created, "spec": {
+            "priorityLevelConfiguration": {"name": "exempt"}, "matchingPrecedence": 1}}),
+            json!(["x", "exempt", 1, "<none>", "60m", "?"])),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration", json!({"metadata": created, "spec": {"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 30, "limitResponse": {"type": "Queue",
+                "queuing": {"queues": 64, "handSize": 6, "queueLengthLimit": 50}}}}}),
+            json!(["x", "Limited", 30, 64, 6, 50, "60m"])),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration", json!({"metadata": created, "spec": {"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 5, "limitResponse": {"type": "Reject"}}}}),
+            json!(["x", "Limited", 5, "<none>", "<none>", "<none>", "60m"])),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration", json!({"metadata": created, "spec": {"type": "Exempt"}}),
+            json!(["x", "Exempt", "<none>", "<none>", "<none>", "<none>", "60m"])),
+        ("networking.k8s.io", "ServiceCIDR", json!({"metadata": created, "spec": {"cidrs": ["10.96.0.0/12", "fd00::/108"]}}),
+            json!(["x", "10.96.0.0/12,fd00::/108", "60m"])),
+        ("networking.k8s.io", "IPAddress", json!({"metadata": created, "spec": {"parentRef":
+            {"group": "", "resource": "Services", "namespace": "default", "name": "kubernetes"}}}),
+            json!(["x", "services/default/kubernetes", "60m"])),
+        ("networking.k8s.io", "IPAddress", json!({"metadata": created, "spec": {"parentRef":
+            {"group": "Gateway.Networking.k8s.io", "resource": "gateways", "name": "g"}}}),
+            json!(["x", "gateways.gateway.networking.k8s.io/g", "60m"])),
+        ("", "PersistentVolumeClaim", json!({"metadata": created, "spec": {"volumeName": "pv1"}, "status": {"phase": "Bound"}}),
+            json!(["x", "Bound", "pv1", "0", "", "", "<unset>", "60m", "<unset>"])),
+    ];
+    for (group, kind, obj, want) in cases {
+        assert_eq!(Value::from(cells(group, kind, &obj, NOW)), want, "{kind} {obj}");
+    }
+}
