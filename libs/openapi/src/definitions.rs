@@ -130,8 +130,9 @@ pub(crate) fn list_schema(
     kind: &str,
     list_kind: &str,
 ) -> Value {
+    let docs = ListDocs::of(item, kind, list_kind);
     json!({
-        "description": format!("{list_kind} is a list of {kind} objects."),
+        "description": docs.description,
         "type": "object",
         "properties": {
             "apiVersion": {
@@ -139,7 +140,7 @@ pub(crate) fn list_schema(
                 "type": "string"
             },
             "items": {
-                "description": format!("items is the list of {kind} objects."),
+                "description": docs.items,
                 "type": "array",
                 "items": { "$ref": format!("{V2_REF_PREFIX}{item}") }
             },
@@ -148,13 +149,41 @@ pub(crate) fn list_schema(
                 "type": "string"
             },
             "metadata": {
-                "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+                "description": docs.metadata,
                 "$ref": format!("{V2_REF_PREFIX}io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")
             }
         },
         "required": ["items"],
         "x-kubernetes-group-version-kind": gvk_extension(group, version, list_kind),
     })
+}
+
+/// The descriptions of a list definition: kube's own (the Go doc comments of `<Kind>List`,
+/// which k8s-openapi's generic `List<T>` drops; see `list_docs.rs`), or, for a list the
+/// generated table does not know (a kind newer than k8s-pb), texts in the style of kube's
+/// custom-resource list builder.
+struct ListDocs {
+    description: Cow<'static, str>,
+    items: Cow<'static, str>,
+    metadata: Cow<'static, str>,
+}
+
+impl ListDocs {
+    fn of(item: &str, kind: &str, list_kind: &str) -> Self {
+        let list_def = format!("{item}List");
+        match crate::list_docs::LIST_DOCS.iter().find(|(name, ..)| *name == list_def) {
+            Some((_, description, items, metadata)) => ListDocs {
+                description: Cow::Borrowed(description),
+                items: Cow::Borrowed(items),
+                metadata: Cow::Borrowed(metadata),
+            },
+            None => ListDocs {
+                description: Cow::Owned(format!("{list_kind} is a list of {kind}")),
+                items: Cow::Owned(format!("List of {kind} objects.")),
+                metadata: Cow::Borrowed("Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"),
+            },
+        }
+    }
 }
 
 /// Kube's definition name for a kind that k8s-openapi does not know (a custom resource):
@@ -258,6 +287,43 @@ mod tests {
         for name in referenced_closure(&all, |n| d.defs.get(n)) {
             assert!(d.defs.contains_key(&name), "dangling $ref to {name}");
         }
+    }
+
+    /// kube documents each list type in its own words; `kubectl explain` prints them.
+    #[test]
+    fn lists_carry_kube_descriptions() {
+        let d = definitions();
+        let text = |def: &str, pointer: &str| d.defs[def].pointer(pointer).and_then(Value::as_str).unwrap_or("").to_string();
+        let cases = [
+            ("io.k8s.api.core.v1.ServiceList", "/description", "ServiceList holds a list of services."),
+            ("io.k8s.api.core.v1.ServiceList", "/properties/items/description", "List of services"),
+            ("io.k8s.api.core.v1.ServiceList", "/properties/metadata/description",
+                "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"),
+            ("io.k8s.api.apps.v1.DeploymentList", "/description", "DeploymentList is a list of Deployments."),
+            ("io.k8s.api.apps.v1.DeploymentList", "/properties/items/description", "Items is the list of Deployments."),
+            ("io.k8s.api.apps.v1.DeploymentList", "/properties/metadata/description", "Standard list metadata."),
+            ("io.k8s.api.core.v1.ConfigMapList", "/properties/metadata/description",
+                "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"),
+            ("io.k8s.api.core.v1.PodList", "/properties/items/description",
+                "List of pods. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md"),
+            ("io.k8s.api.rbac.v1.ClusterRoleBindingList", "/properties/items/description", "Items is a list of ClusterRoleBindings"),
+        ];
+        for (def, pointer, want) in cases {
+            assert_eq!(text(def, pointer), want, "{def}{pointer}");
+        }
+        // Every built-in list but alpha ones newer than k8s-pb has kube's text, not the fallback.
+        for entry in KINDS.iter().filter(|e| e.list_kind.is_some() && !e.version.contains("alpha")) {
+            let list = format!("{}List", (entry.name)());
+            assert!(!text(&list, "/description").ends_with(&format!(" is a list of {}", entry.kind)), "{list}");
+        }
+    }
+
+    #[test]
+    fn lists_kube_does_not_document_get_generic_texts() {
+        let schema = list_schema("com.example.v1.Widget", "example.com", "v1", "Widget", "WidgetList");
+        assert_eq!(schema["description"], "WidgetList is a list of Widget");
+        assert_eq!(schema["properties"]["items"]["description"], "List of Widget objects.");
+        assert_eq!(schema["required"], json!(["items"]));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod definitions;
 mod duplicates;
 mod fields;
 mod kinds;
+mod list_docs;
 mod messages;
 mod patch_meta;
 mod patch_schema;
@@ -220,6 +221,12 @@ impl OpenApi {
 /// words the built-in kinds use.
 pub fn builtin_property(definition: &str, property: &str) -> Option<Value> {
     definitions().defs.get(definition)?.get("properties")?.get(property).cloned()
+}
+
+/// kube's description of the `metadata` of a documented list type (`list_docs.rs`), e.g.
+/// `PartialObjectMetadataList`'s, which kube's custom-resource lists reuse.
+pub fn list_metadata_description(list_definition: &str) -> Option<&'static str> {
+    list_docs::LIST_DOCS.iter().find(|(name, ..)| *name == list_definition).map(|(.., metadata)| *metadata)
 }
 
 /// `api/v1` or `apis/<group>/<version>`: the key of a group version in the v3 index.

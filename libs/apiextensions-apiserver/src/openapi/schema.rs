@@ -8,6 +8,8 @@ use serde_json::{json, Map, Value};
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+/// kube's custom-resource lists describe `metadata` as this list type does.
+const PARTIAL_OBJECT_METADATA_LIST: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.PartialObjectMetadataList";
 /// A built-in kind whose `apiVersion`, `kind` and `metadata` descriptions are TypeMeta's and
 /// ObjectMeta's.
 const TYPED_KIND: &str = "io.k8s.api.core.v1.ConfigMap";
@@ -292,7 +294,7 @@ pub(crate) fn list_schema(info: &KindInfo, kind_def: &str, v2: bool) -> Value {
                 "items": { "$ref": item_ref },
             },
             "kind": type_meta("kind"),
-            "metadata": reference(LIST_META, description_of("io.k8s.api.core.v1.ConfigMapList", "metadata"), v2),
+            "metadata": reference(LIST_META, kapi_openapi::list_metadata_description(PARTIAL_OBJECT_METADATA_LIST).map(Value::from), v2),
         },
         "x-kubernetes-group-version-kind": gvk(info.group, info.version, info.list_kind),
     });
