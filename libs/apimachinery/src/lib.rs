@@ -6,6 +6,7 @@
 
 pub mod continue_token;
 pub mod fields;
+pub mod go_json;
 pub mod gvk;
 pub mod labels;
 pub mod media;

@@ -22,7 +22,7 @@ fn not_applicable() -> ApiError {
 }
 
 /// The JSON type name of a value, as Go's decoding errors name it (`cannot unmarshal array ...`).
-pub(crate) fn json_kind(v: &Value) -> &'static str {
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",

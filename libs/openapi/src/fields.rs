@@ -20,6 +20,10 @@ pub struct FieldProblems {
     /// `json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32`.
     /// Kube fails the request with the first one whatever `fieldValidation` says.
     pub type_errors: Vec<(String, String)>,
+    /// The same problems, one for one, as kube's unstructured converter words them
+    /// (`cannot restore map from string`): kube decodes the result of a strategic merge patch
+    /// from a map with it, not from JSON.
+    pub unstructured_errors: Vec<String>,
 }
 
 impl FieldProblems {
@@ -160,7 +164,8 @@ impl<'d> Checker<'d> {
             Shape::IntOrString => match value {
                 Value::String(_) => {}
                 Value::Number(n) if number_fits_int(n, i32::MIN as i64, i32::MAX as i64) => {}
-                other => self.type_error(path, other, "int32"),
+                // Its own JSON unmarshaler decodes the int, whatever the source.
+                other => self.type_error(path, other, "int32", format!("json: cannot unmarshal {} into Go value of type int32", go_json_found(other, "int32"))),
             },
             Shape::Quantity => {
                 let text = match value {
@@ -176,11 +181,12 @@ impl<'d> Checker<'d> {
                     self.problems
                         .type_errors
                         .push((path.to_string(), message.to_string()));
+                    self.problems.unstructured_errors.push(message.to_string());
                 }
             }
             Shape::Struct { type_name, props } => {
                 let Value::Object(fields) = value else {
-                    return self.type_error(path, value, &go_type);
+                    return self.type_error(path, value, &go_type, format!("cannot restore struct from: {}", go_kind(value)));
                 };
                 let short = type_name
                     .rsplit('.')
@@ -204,7 +210,7 @@ impl<'d> Checker<'d> {
             }
             Shape::Map { values } => {
                 let Value::Object(fields) = value else {
-                    return self.type_error(path, value, &go_type);
+                    return self.type_error(path, value, &go_type, format!("cannot restore map from {}", go_kind(value)));
                 };
                 for (key, inner) in fields {
                     self.walk(inner, values, &join(path, key), false);
@@ -212,7 +218,7 @@ impl<'d> Checker<'d> {
             }
             Shape::Array { items } => {
                 let Value::Array(elements) = value else {
-                    return self.type_error(path, value, &go_type);
+                    return self.type_error(path, value, &go_type, format!("cannot restore slice from {}", go_kind(value)));
                 };
                 for (index, inner) in elements.iter().enumerate() {
                     self.walk(inner, items, &format!("{path}[{index}]"), false);
@@ -221,11 +227,13 @@ impl<'d> Checker<'d> {
             Shape::Str { bytes } => match value {
                 Value::String(s) if bytes => {
                     if let Err(message) = check_base64(s) {
+                        self.problems.unstructured_errors.push(format!("error decoding from json: {message}"));
                         self.problems.type_errors.push((path.to_string(), message));
                     }
                 }
                 Value::String(_) => {}
-                other => self.type_error(path, other, &go_type),
+                other if bytes => self.type_error(path, other, &go_type, format!("cannot restore slice from {}", go_kind(other))),
+                other => self.type_error(path, other, &go_type, unstructured_scalar(other, "string")),
             },
             Shape::Integer { go } => {
                 let (min, max) = if go == "int32" {
@@ -235,17 +243,17 @@ impl<'d> Checker<'d> {
                 };
                 match value {
                     Value::Number(n) if number_fits_int(n, min, max) => {}
-                    other => self.type_error(path, other, go),
+                    other => self.type_error(path, other, go, unstructured_scalar(other, go)),
                 }
             }
             Shape::Number => {
                 if !value.is_number() {
-                    self.type_error(path, value, "float64");
+                    self.type_error(path, value, "float64", unstructured_scalar(value, "float64"));
                 }
             }
             Shape::Bool => {
                 if !value.is_boolean() {
-                    self.type_error(path, value, "bool");
+                    self.type_error(path, value, "bool", unstructured_scalar(value, "bool"));
                 }
             }
             Shape::OneOf { alternatives } => {
@@ -267,17 +275,11 @@ impl<'d> Checker<'d> {
         }
     }
 
-    fn type_error(&mut self, path: &str, value: &Value, go_type: &str) {
-        let found = match value {
-            Value::String(_) => "string".to_string(),
-            Value::Bool(_) => "bool".to_string(),
-            Value::Array(_) => "array".to_string(),
-            Value::Object(_) => "object".to_string(),
-            Value::Null => "null".to_string(),
-            // Go names the literal only when a numeric target could not hold it.
-            Value::Number(n) if is_numeric_go_type(go_type) => format!("number {n}"),
-            Value::Number(_) => "number".to_string(),
-        };
+    /// Records a value of the wrong type: Go's JSON decoding text, and `unstructured`, the
+    /// unstructured converter's.
+    fn type_error(&mut self, path: &str, value: &Value, go_type: &str, unstructured: String) {
+        let found = go_json_found(value, go_type);
+        self.problems.unstructured_errors.push(unstructured);
         let message = match (&self.struct_name, self.field_stack.is_empty()) {
             (Some(name), false) => format!(
                 "json: cannot unmarshal {found} into Go struct field {name}.{} of type {go_type}",
@@ -393,6 +395,45 @@ impl<'d> Checker<'d> {
             Some("boolean") => (Shape::Bool, "bool".into()),
             _ => (Shape::Any, String::new()),
         }
+    }
+}
+
+/// What Go's JSON decoder says it found (`cannot unmarshal <found> into ...`).
+fn go_json_found(value: &Value, go_type: &str) -> String {
+    match value {
+        Value::String(_) => "string".to_string(),
+        Value::Bool(_) => "bool".to_string(),
+        Value::Array(_) => "array".to_string(),
+        Value::Object(_) => "object".to_string(),
+        Value::Null => "null".to_string(),
+        // Go names the literal only when a numeric target could not hold it.
+        Value::Number(n) if is_numeric_go_type(go_type) => format!("number {n}"),
+        Value::Number(_) => "number".to_string(),
+    }
+}
+
+/// The Go kind of a value decoded into `map[string]interface{}` with integers preserved, as
+/// the unstructured converter names it.
+fn go_kind(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "string",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "int64",
+        Value::Number(_) => "float64",
+        Value::Array(_) => "slice",
+        Value::Object(_) => "map",
+        Value::Null => "interface",
+    }
+}
+
+/// The unstructured converter's text for a value a scalar field of Go type `target` cannot
+/// take: Go converts integers to strings (so it says it cannot), and fractions to integers;
+/// anything else is a type it does not recognize as a source.
+fn unstructured_scalar(value: &Value, target: &str) -> String {
+    match (go_kind(value), target) {
+        ("int64", "string") => "cannot convert int64 to string".to_string(),
+        ("float64", "int32" | "int64") => format!("cannot convert float64 to {target}"),
+        _ => format!("unrecognized type: {target}"),
     }
 }
 
@@ -520,6 +561,31 @@ mod tests {
             p.type_errors[0].1,
             "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
         );
+    }
+
+    #[test]
+    fn unstructured_converter_wording() {
+        let p = check(
+            "io.k8s.api.apps.v1.Deployment",
+            json!({"metadata": {"labels": "x"}, "spec": {"replicas": "3", "paused": 1, "minReadySeconds": 1.5,
+                "selector": [], "template": {"spec": {"containers": {}, "hostname": 7, "hostNetwork": "yes"}}}}),
+        );
+        assert_eq!(
+            p.unstructured_errors,
+            vec![
+                "cannot restore map from string",
+                "unrecognized type: int32",
+                "unrecognized type: bool",
+                "cannot convert float64 to int32",
+                "cannot restore struct from: slice",
+                "cannot restore slice from map",
+                "cannot convert int64 to string",
+                "unrecognized type: bool",
+            ]
+        );
+        assert_eq!(p.unstructured_errors.len(), p.type_errors.len());
+        let p = check("io.k8s.api.core.v1.Secret", json!({"data": {"k": "!!"}}));
+        assert_eq!(p.unstructured_errors, vec!["error decoding from json: illegal base64 data at input byte 0"]);
     }
 
     #[test]

@@ -82,6 +82,7 @@ mod tests {
             unknown: vec!["spec.foo".into(), "spec.bar".into()],
             duplicate: vec!["spec.replicas".into()],
             type_errors: vec![],
+            unstructured_errors: vec![],
         };
         assert_eq!(
             strict_message(&p).as_deref(),

@@ -4,6 +4,7 @@
 //! so the same facts come from the kind's OpenAPI schema ([`kapi_openapi::OpenApi::field_problems`]).
 //! Type errors fail the request in every mode, as a failed Go decode does.
 
+use kapi_apimachinery::go_json::{go_format, marshal_sorted};
 use kapi_apimachinery::{ApiError, Cause};
 use kapi_openapi::{decode_error_message, first_type_error, strict_message, warnings, OpenApi};
 use kapi_registry::catalog::ResourceSpec;
@@ -42,9 +43,34 @@ impl FieldValidation {
 pub enum Source<'a> {
     /// A request body (create, update); the raw bytes when it was JSON, for duplicate detection.
     Body(Option<&'a [u8]>),
-    /// The result of applying a patch; the raw patch when it was a JSON object (merge or
-    /// strategic merge), whose duplicate fields kube reports too.
-    Patched(Option<&'a [u8]>),
+    /// The result of applying a patch.
+    Patched(Patched<'a>),
+}
+
+/// How a patched object was made: kube decodes each kind of result its own way, and words the
+/// failures accordingly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patched<'a> {
+    /// A JSON patch (None) or a merge patch (its bytes, whose duplicate fields kube reports
+    /// too): kube decodes the patched JSON, and shows it as its JSON patch library re-marshals
+    /// it (keys sorted).
+    Json(Option<&'a [u8]>),
+    /// A strategic merge patch (its bytes): kube decodes the merged map with its unstructured
+    /// converter (`cannot restore map from string`) and shows the patch itself (`map[...]`).
+    Strategic(&'a [u8]),
+    /// A server-side apply configuration.
+    Apply,
+}
+
+/// kube's 422 for a patched object that does not decode: an invalid `patch` whose value is
+/// what the patch handler holds at that point (NewInvalid with an empty kind).
+fn invalid_patch(how: Patched<'_>, obj: &Value, detail: &str) -> ApiError {
+    let shown = match how {
+        Patched::Json(_) => marshal_sorted(obj),
+        Patched::Strategic(raw) => serde_json::from_slice(raw).map_or_else(|_| obj.to_string(), |patch| go_format(&patch)),
+        Patched::Apply => obj.to_string(),
+    };
+    ApiError::invalid("", "", "", vec![Cause::invalid("patch", &Value::String(shown), detail)])
 }
 
 /// Checks `obj` of the kind `spec` serves and drops its unknown fields, as kube's typed
@@ -58,21 +84,19 @@ pub fn check(
     source: Source<'_>,
 ) -> Result<Vec<String>, ApiError> {
     let raw = match source {
-        Source::Body(raw) | Source::Patched(raw) if mode != FieldValidation::Ignore => raw,
-        _ => None,
+        _ if mode == FieldValidation::Ignore => None,
+        Source::Body(raw) | Source::Patched(Patched::Json(raw)) => raw,
+        Source::Patched(Patched::Strategic(raw)) => Some(raw),
+        Source::Patched(Patched::Apply) => None,
     };
     let problems = openapi.field_problems(spec.group, spec.version, spec.kind, obj, raw);
     if let Some(detail) = first_type_error(&problems) {
         return Err(match source {
             Source::Body(_) => ApiError::bad_request(decode_error_message(spec.kind, spec.version, detail)),
-            // kube decodes the patched JSON and reports a failure as an invalid `patch` whose
-            // value is that JSON (apiserver's patch handler, NewInvalid with an empty kind).
-            Source::Patched(_) => ApiError::invalid(
-                "",
-                "",
-                "",
-                vec![Cause::invalid("patch", &Value::String(obj.to_string()), detail)],
-            ),
+            Source::Patched(how @ Patched::Strategic(_)) => {
+                invalid_patch(how, obj, problems.unstructured_errors.first().map_or(detail, String::as_str))
+            }
+            Source::Patched(how) => invalid_patch(how, obj, detail),
         });
     }
     if !problems.unknown.is_empty() && mode != FieldValidation::Strict {
@@ -84,7 +108,9 @@ pub fn check(
         FieldValidation::Strict => match (strict_message(&problems), source) {
             (None, _) => Ok(Vec::new()),
             (Some(msg), Source::Body(_)) => Err(ApiError::bad_request(decode_error_message(spec.kind, spec.version, &msg))),
-            (Some(msg), Source::Patched(_)) => Err(ApiError::bad_request(msg)),
+            (Some(msg), Source::Patched(Patched::Apply)) => Err(ApiError::bad_request(msg)),
+            // Unknown and duplicate fields of a patch are an invalid `patch` too.
+            (Some(msg), Source::Patched(how)) => Err(invalid_patch(how, obj, &msg)),
         },
     }
 }
@@ -135,8 +161,15 @@ mod tests {
         assert!(check(&api, FieldValidation::Ignore, cm(), &mut ignored, Source::Body(Some(&raw))).unwrap().is_empty());
         let pruned = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
         assert_eq!((warned, ignored), (pruned.clone(), pruned), "unknown fields are dropped as kube's decoder does");
-        let patched = check(&api, FieldValidation::Strict, cm(), &mut obj.clone(), Source::Patched(None)).unwrap_err();
-        assert_eq!(patched.message, "strict decoding error: unknown field \"bogus\"");
+        let applied = check(&api, FieldValidation::Strict, cm(), &mut obj.clone(), Source::Patched(Patched::Apply)).unwrap_err();
+        assert_eq!((applied.code, applied.message.as_str()), (400, "strict decoding error: unknown field \"bogus\""));
+        // A JSON or merge patch's unknown fields are an invalid patch (kube's patch handler).
+        let patched = check(&api, FieldValidation::Strict, cm(), &mut obj.clone(), Source::Patched(Patched::Json(None))).unwrap_err();
+        assert_eq!(patched.code, 422);
+        assert_eq!(
+            patched.message,
+            r#" "" is invalid: patch: Invalid value: "{\"apiVersion\":\"v1\",\"bogus\":1,\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}": strict decoding error: unknown field "bogus""#
+        );
     }
 
     #[test]
@@ -152,11 +185,22 @@ mod tests {
 
     #[test]
     fn patched_type_errors_are_invalid_patches() {
-        let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "x"});
-        let err = check(&openapi(), FieldValidation::Ignore, cm(), &mut obj, Source::Patched(None)).unwrap_err();
+        let obj = json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a", "labels": "x"}});
+        let err = check(&openapi(), FieldValidation::Ignore, cm(), &mut obj.clone(), Source::Patched(Patched::Json(None))).unwrap_err();
         assert_eq!(err.code, 422);
-        assert!(err.message.starts_with(" \"\" is invalid: patch: Invalid value: \"{"), "{}", err.message);
-        assert!(err.message.contains("json: cannot unmarshal string into Go"), "{}", err.message);
+        assert_eq!(
+            err.message,
+            r#" "" is invalid: patch: Invalid value: "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"labels\":\"x\",\"name\":\"a\"}}": json: cannot unmarshal string into Go struct field ObjectMeta.metadata.labels of type map[string]string"#
+        );
+        // A strategic merge patch's result goes through kube's unstructured converter, and the
+        // patch is what the error shows.
+        let patch = br#"{"metadata":{"labels":"x"},"data":{"k":1}}"#;
+        let err = check(&openapi(), FieldValidation::Ignore, cm(), &mut obj.clone(), Source::Patched(Patched::Strategic(patch))).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(err.message, r#" "" is invalid: patch: Invalid value: "map[data:map[k:1] metadata:map[labels:x]]": cannot restore map from string"#);
+        let replicas = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": 1}});
+        let err = check(&openapi(), FieldValidation::Ignore, cm(), &mut replicas.clone(), Source::Patched(Patched::Strategic(b"{}"))).unwrap_err();
+        assert!(err.message.ends_with(r#"Invalid value: "map[]": cannot convert int64 to string"#), "{}", err.message);
     }
 
     #[test]

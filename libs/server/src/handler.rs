@@ -100,7 +100,7 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
                 Err(e) => response::error(&ApiError::internal(format!("building the OpenAPI document: {e}")), Output::JSON),
             }
         }
-        "/version" => response::object(StatusCode::OK, &system::version(), Output::JSON),
+        "/version" => system::respond(),
         OPENID_CONFIG_PATH | JWKS_PATH => oidc_document(srv, path, is_get),
         "/metrics" => {
             srv.metrics.set_replication(&srv.rest.caches().lag(), srv.fanout.as_ref().map(|f| f.stats()).as_ref());

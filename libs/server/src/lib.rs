@@ -6,6 +6,7 @@
 
 pub mod bootstrap;
 pub mod config;
+pub mod decode;
 pub mod endpoints;
 pub mod field_manager;
 pub mod field_validation;

@@ -30,6 +30,78 @@ pub fn json_bytes(value: &impl serde::Serialize) -> Bytes {
     Bytes::from(bytes)
 }
 
+/// Marks an answer written in negotiated JSON (objects, lists, Tables, Status errors,
+/// discovery): the ones kube-apiserver writes with its pretty serializer when the client asks
+/// for it ([`crate::filters::pretty`]). Watch streams, OpenAPI documents and plain-text answers
+/// carry no mark.
+#[derive(Debug, Clone, Copy)]
+pub struct NegotiatedJson;
+
+/// A JSON answer from already encoded bytes, marked [`NegotiatedJson`].
+pub fn json(status: StatusCode, bytes: impl Into<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(full(bytes));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.extensions_mut().insert(NegotiatedJson);
+    resp
+}
+
+/// Go's `json.MarshalIndent(v, "", "  ")` from compact JSON (kapi's own encoding): members and
+/// elements one per line, two spaces per level, `": "` after keys, empty objects and arrays
+/// kept as `{}` and `[]`, and no newline at the end (MarshalIndent writes none, unlike the
+/// compact encoder). Strings are copied as they are.
+pub fn indent_json(compact: &[u8]) -> Vec<u8> {
+    let compact = compact.strip_suffix(b"\n").unwrap_or(compact);
+    let mut out = Vec::with_capacity(compact.len() + compact.len() / 2);
+    let newline = |out: &mut Vec<u8>, depth: usize| {
+        out.push(b'\n');
+        out.resize(out.len() + 2 * depth, b' ');
+    };
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut bytes = compact.iter().copied().peekable();
+    while let Some(b) = bytes.next() {
+        if in_string {
+            out.push(b);
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                out.push(b);
+            }
+            b'{' | b'[' => {
+                out.push(b);
+                match bytes.peek() {
+                    Some(b'}' | b']') => out.extend(bytes.next()),
+                    _ => {
+                        depth += 1;
+                        newline(&mut out, depth);
+                    }
+                }
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(b);
+            }
+            b',' => {
+                out.push(b);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
 /// Encodes a JSON value in the negotiated encoding. YAML that cannot be written falls back to
 /// JSON (YAML is a superset), so the answer is always decodable.
 pub fn encode(value: &Value, output: Output) -> Result<Bytes, ProtobufError> {
@@ -62,6 +134,9 @@ pub fn object(status: StatusCode, value: &Value, output: Output) -> Response<Bod
     *resp.status_mut() = status;
     if let Ok(ct) = HeaderValue::from_str(&output.content_type(list)) {
         resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    if output.encoding == Encoding::Json {
+        resp.extensions_mut().insert(NegotiatedJson);
     }
     resp
 }

@@ -17,7 +17,7 @@ mod idle;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -321,7 +321,7 @@ async fn dispatch(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         return health::respond(&shared.health, path, &Query::parse(req.uri().query())).await;
     }
     if path == "/version" {
-        return response::object(StatusCode::OK, &crate::handlers::system::version(), Output::JSON);
+        return crate::handlers::system::respond();
     }
     let installed = tokio::select! {
         chain = shared.chain.wait(shared.install_wait) => chain,

@@ -71,6 +71,11 @@ fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessE
     move |source| HarnessError::Io { context, source }
 }
 
+/// The User-Agent of the harness's curl requests. kube pretty-prints JSON for agents starting
+/// with `curl` (a person at a terminal); the harness is a program and reads compact JSON unless
+/// a test sends its own User-Agent header.
+pub const HARNESS_AGENT: &str = "kapi-e2e";
+
 /// Locates the kapi binary: `KAPI_BIN`, or `target/debug/kapi` next to the test's deps folder.
 pub fn kapi_binary() -> Result<PathBuf, HarnessError> {
     if let Some(bin) = std::env::var_os("KAPI_BIN") {
@@ -652,7 +657,7 @@ impl Kapi {
     pub fn get_with_headers(&self, path: &str, admin: bool, cert: Option<&(PathBuf, PathBuf)>) -> RawAnswer {
         let pki = self.pki_dir();
         let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--http1.1", "--max-time", "60", "-D", "-", "-o", "-", "-w", "\n%{http_code}"])
+        cmd.args(["-sS", "--http1.1", "--max-time", "60", "-D", "-", "-o", "-", "-w", "\n%{http_code}", "-A", HARNESS_AGENT])
             .arg("--cacert")
             .arg(pki.join("ca.crt"));
         match (cert, admin) {
@@ -704,7 +709,7 @@ impl Endpoint {
     pub fn try_request(&self, req: &Request) -> Result<HttpResponse, HarnessError> {
         let pki = &self.pki;
         let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--max-time", "30", "-X", &req.method, "-w", "\n%{http_code}"])
+        cmd.args(["-sS", "--max-time", "30", "-X", &req.method, "-w", "\n%{http_code}", "-A", HARNESS_AGENT])
             .arg("--cacert")
             .arg(pki.join("ca.crt"));
         if let Some((cert, key)) = &req.other_cert {

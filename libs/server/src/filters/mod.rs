@@ -2,6 +2,7 @@
 //!
 //! Order and why:
 //! 1. [`panic_recovery`] — a bug in one request answers 500 instead of dropping the connection;
+//!    [`pretty`] — indents the JSON answer of every later step for clients that ask for it;
 //! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
 //! 3. [`shutdown`] — counts requests in flight for termination, tells clients to reconnect
 //!    after SIGTERM and refuses new requests once draining (it needs the request info: watches
@@ -30,6 +31,7 @@ pub mod impersonation;
 pub mod max_in_flight;
 pub mod metrics;
 pub mod panic_recovery;
+pub mod pretty;
 pub mod shutdown;
 pub mod request_info;
 pub mod timeout;
@@ -75,6 +77,7 @@ pub type Chain = tower::util::BoxCloneSyncService<Request<Incoming>, Response<Bo
 pub fn chain(srv: Arc<ApiServer>) -> Chain {
     let chain = ServiceBuilder::new()
         .layer(panic_recovery::PanicRecoveryLayer::new())
+        .layer(pretty::PrettyLayer::new())
         .layer(request_info::RequestInfoLayer::new())
         .layer(shutdown::ShutdownLayer::new(srv.clone()))
         .layer(goaway::GoawayLayer::new(srv.options.goaway_chance))

@@ -22,9 +22,10 @@ use kapi_registry::rest::{Admit, DeleteOptions, ListParams, WriteHooks};
 use kapi_registry::strategy::{Strategy, WriteTarget};
 use serde_json::{json, Map, Value};
 
-use crate::field_validation::{self, FieldValidation, Source};
+use crate::field_validation::{self, FieldValidation, Patched, Source};
 use crate::scope::ResourceScope;
 use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape, PROTOBUF};
+use crate::decode::decode_object;
 use crate::field_manager;
 use crate::handlers::{admission, pod_connect, reviews, Caller};
 use crate::query::Query;
@@ -168,7 +169,7 @@ fn decode_checked(
     warnings: &mut Vec<String>,
 ) -> Result<Value, ApiError> {
     let mode = FieldValidation::from_query(query)?;
-    let mut obj = decode_body(content_type, body)?;
+    let mut obj = decode_object(content_type, body, scope.spec())?;
     warnings.extend(scope.check_fields(mode, &mut obj, Source::Body(raw_json(content_type, body)))?);
     Ok(obj)
 }
@@ -448,9 +449,7 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
             .await
             .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?
             .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
-            let mut resp = Response::new(response::full(bytes));
-            resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-            return Ok(resp);
+            return Ok(response::json(StatusCode::OK, bytes));
         }
         Shape::Object | Shape::DiscoveryV2 => list_object(spec, scope.typed_lists(), page.items.iter().map(|a| a.as_ref()), meta),
     };
@@ -603,14 +602,17 @@ fn apply_patch(kind: &PatchKind<'_>, body: &[u8], current: &Value) -> Result<Val
             old_name.and_then(Value::as_str).unwrap_or("")
         )));
     }
-    // An untouched resourceVersion is no precondition: the write may retry against a newer
-    // object. One the patch set (or replaced) must still be the stored one, else 409.
+    Ok(patched)
+}
+
+/// An untouched resourceVersion is no precondition: the write may retry against a newer
+/// object. One the patch set (or replaced) must still be the stored one, else 409.
+fn drop_unchanged_resource_version(patched: &mut Value, current: &Value) {
     if patched.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
         if let Some(m) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
     }
-    Ok(patched)
 }
 
 /// What a PATCH request carries besides the object it names.
@@ -649,6 +651,11 @@ async fn patch(
         let writer = field_manager::writer_for(scope, manager, subresource);
         return server_side_apply(srv, scope, ns, name, req, schema, &writer, force, dry, mode).await;
     }
+    // kube refuses a JSON, merge or strategic merge patch that is not JSON before it reads the
+    // object (its patch handler's `validateAndTranscodePatch`).
+    if kapi_apimachinery::go_json::syntax_error(req.body).is_some() {
+        return Err(ApiError::bad_request("invalid JSON patch"));
+    }
     let track = scope.tracker(field_manager::writer_for(scope, manager, subresource));
     // Only the last attempt's warnings describe the stored result.
     let warnings = std::sync::Mutex::new(Vec::new());
@@ -661,11 +668,14 @@ async fn patch(
                 // Patches apply to the object in the version the client speaks.
                 let current = scope.convert_from_storage(stored).await?;
                 let mut patched = apply_patch(kind, body, &current)?;
-                let raw = match kind {
-                    PatchKind::Merge | PatchKind::Strategic(_) => Some(body),
-                    PatchKind::Json | PatchKind::Apply(_) => None,
+                let how = match kind {
+                    PatchKind::Merge => Patched::Json(Some(body)),
+                    PatchKind::Json => Patched::Json(None),
+                    PatchKind::Strategic(_) => Patched::Strategic(body),
+                    PatchKind::Apply(_) => Patched::Apply,
                 };
-                let found = scope.check_fields(mode, &mut patched, Source::Patched(raw))?;
+                let found = scope.check_fields(mode, &mut patched, Source::Patched(how))?;
+                drop_unchanged_resource_version(&mut patched, &current);
                 *warned.lock().unwrap_or_else(|p| p.into_inner()) = found;
                 scope.convert_to_storage(patched).await
             })
@@ -743,7 +753,7 @@ async fn server_side_apply(
             }
         }
     }
-    let warnings = scope.check_fields(mode, &mut config, Source::Patched(None))?;
+    let warnings = scope.check_fields(mode, &mut config, Source::Patched(Patched::Apply))?;
     // A status write keeps only the request's status (the strategy starts over from the stored
     // object), but the managedFields the apply computed must survive it, as kube's status
     // strategies keep them: the last attempt's are put back once the strategy has run.

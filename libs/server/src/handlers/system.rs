@@ -1,6 +1,9 @@
 //! `/version` (health checks live in [`crate::health`]).
 
+use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::{json, Value};
+
+use crate::response::{full, indent_json, json_bytes, Body};
 
 /// The Kubernetes version kapi serves (k8s-openapi `v1_36` types, reference discovery).
 pub const KUBE_MINOR: &str = "36";
@@ -22,4 +25,13 @@ pub fn version() -> Value {
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, match std::env::consts::ARCH { "x86_64" => "amd64", "aarch64" => "arm64", a => a }),
     })
+}
+
+/// The `/version` answer. kube writes it with `WriteRawJSON`: always indented, whoever asks,
+/// and with no other header than its Content-Type.
+pub fn respond() -> Response<Body> {
+    let mut resp = Response::new(full(indent_json(&json_bytes(&version()))));
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
 }
