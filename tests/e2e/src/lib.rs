@@ -117,6 +117,27 @@ pub fn versioned_kubectl(version: &str) -> Result<PathBuf, HarnessError> {
     }
 }
 
+/// The versioned kubectl a test needs, or None after saying why the test skips: the older
+/// kubectls (`kubectl.1.27` ... `kubectl.1.33`) exist only on machines that installed them
+/// beside kubectl; `scripts/test.sh` installs the default kubectl alone.
+pub fn versioned_kubectl_or_skip(version: &str) -> Option<PathBuf> {
+    match versioned_kubectl(version) {
+        Ok(bin) => Some(bin),
+        Err(e) => {
+            eprintln!("skipping what needs kubectl {version}: it is not installed here ({e})");
+            None
+        }
+    }
+}
+
+/// Whether `out` is kubectl's report that it deleted `object` (`configmap "a"`) of
+/// `namespace`, whatever kubectl's version: `configmap "a" deleted`, or since kubectl 1.36
+/// `configmap "a" deleted from ns namespace`; `suffix` (such as ` (server dry run)`) follows.
+pub fn is_deletion_report(out: &str, object: &str, namespace: &str, suffix: &str) -> bool {
+    let out = out.trim();
+    out == format!("{object} deleted{suffix}") || out == format!("{object} deleted from {namespace} namespace{suffix}")
+}
+
 /// Result of a raw HTTPS request: the status code and the body (JSON when it parses, else a
 /// JSON string holding the raw text).
 #[derive(Debug, Clone)]
