@@ -565,6 +565,13 @@ impl Kapi {
         }
     }
 
+    /// Writes `text` (a manifest, a script) under this server's data directory; its path.
+    pub fn write_file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.data_dir().join(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path
+    }
+
     /// Runs the default `kubectl` against this server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         self.kubectl_with(Path::new("kubectl"), args)

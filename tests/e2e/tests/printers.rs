@@ -2,8 +2,6 @@
 //! point 9), and `kubectl explain` and the OpenAPI documents carry the API's own descriptions
 //! (point 6), against a real kapi.
 
-use std::path::PathBuf;
-
 use kapi_e2e::{Kapi, OutputExt};
 use serde_json::Value;
 
@@ -101,12 +99,6 @@ spec:
   distinguisherMethod: {type: ByUser}
 "#;
 
-fn write(kapi: &Kapi, name: &str, yaml: &str) -> PathBuf {
-    let path = kapi.data_dir().join(name);
-    std::fs::write(&path, yaml).expect("write manifest");
-    path
-}
-
 /// `kubectl get` output as (header, cells) rows, cut at the header's column offsets so empty
 /// cells stay in place (kubectl pads every column to its widest cell).
 fn table(out: &str) -> Vec<Vec<(String, String)>> {
@@ -141,7 +133,7 @@ type Expected<'a> = (&'a str, Option<&'a str>);
 #[test]
 fn kubectl_get_prints_kube_columns_for_every_kind() {
     let kapi = Kapi::start().expect("start kapi");
-    let file = write(&kapi, "samples.yaml", SAMPLES);
+    let file = kapi.write_file("samples.yaml", SAMPLES);
     kapi.kubectl(&["apply", "-f", &file.display().to_string()]).ok("apply samples");
     // The quota controller fills a quota's status; here kubectl does.
     kapi.kubectl(&[
