@@ -123,12 +123,41 @@ fn set_resource_version(obj: &mut Value, rev: Revision) {
 }
 
 fn encode_for_storage(obj: &Value) -> Result<Bytes> {
-    let mut obj = obj.clone();
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
-        meta.remove("selfLink");
+    serde_json::to_vec(&StorageForm(obj)).map(Bytes::from).map_err(ApiError::internal)
+}
+
+/// Fields of `metadata` the store does not keep: the revision is the store's own, and
+/// `selfLink` is gone from the API.
+const NOT_STORED_META: [&str; 2] = ["resourceVersion", "selfLink"];
+
+/// An object as it is stored: serialized in place, without the fields of
+/// [`NOT_STORED_META`], so that a write does not copy the whole object to drop two fields.
+struct StorageForm<'a>(&'a Value);
+
+impl serde::Serialize for StorageForm<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(map) = self.0 else { return self.0.serialize(serializer) };
+        let mut out = serializer.serialize_map(Some(map.len()))?;
+        for (key, value) in map {
+            match value {
+                Value::Object(meta) if key == "metadata" => {
+                    out.serialize_entry(key, &StoredMeta(meta))?;
+                }
+                _ => out.serialize_entry(key, value)?,
+            }
+        }
+        out.end()
     }
-    serde_json::to_vec(&obj).map(Bytes::from).map_err(ApiError::internal)
+}
+
+/// `metadata` without the fields of [`NOT_STORED_META`].
+struct StoredMeta<'a>(&'a Map<String, Value>);
+
+impl serde::Serialize for StoredMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().filter(|(k, _)| !NOT_STORED_META.contains(&k.as_str())))
+    }
 }
 
 fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -693,6 +722,29 @@ impl RestStore {
         .await
     }
 
+    /// [`RestStore::update_with`] starting from a copy of the object the caller holds already
+    /// (a controller's, from a watch cache), as kube's GuaranteedUpdate takes a cached existing
+    /// object: the first attempt skips the store read and decode; if the copy was stale the
+    /// write conflicts and the loop goes on from the store, calling `mutate` again.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn update_from_cached(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        target: WriteTarget,
+        hooks: WriteHooks<'_>,
+        cached: &Value,
+        mut mutate: impl FnMut(&Value) -> Result<Value> + Send,
+    ) -> Result<Value> {
+        let cached = meta_str(cached, "resourceVersion").and_then(|rv| rv.parse::<Revision>().ok()).map(|rev| (cached, rev));
+        self.guaranteed_update(strategy, namespace, name, target, false, hooks, cached, |current| {
+            let next = mutate(current);
+            Box::pin(std::future::ready(next))
+        })
+        .await
+    }
+
     /// [`RestStore::update_with`] whose `mutate` may wait (a conversion webhook between the
     /// stored and the requested version): it gets the current object (to copy what the wait
     /// needs) and answers the desired one, and is called again with the new current object when
@@ -706,16 +758,41 @@ impl RestStore {
         target: WriteTarget,
         dry_run: bool,
         hooks: WriteHooks<'_>,
+        mutate: impl FnMut(&Value) -> MutateFuture<'m> + Send,
+    ) -> Result<Value> {
+        self.guaranteed_update(strategy, namespace, name, target, dry_run, hooks, None, mutate).await
+    }
+
+    /// The loop behind every update: read (or take the cached copy, once), mutate, prepare,
+    /// validate, write on the read revision; a conflict starts over from the store unless the
+    /// desired object pinned the revision it was made from.
+    #[allow(clippy::too_many_arguments)]
+    async fn guaranteed_update<'m>(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        target: WriteTarget,
+        dry_run: bool,
+        hooks: WriteHooks<'_>,
+        mut cached: Option<(&Value, Revision)>,
         mut mutate: impl FnMut(&Value) -> MutateFuture<'m> + Send,
     ) -> Result<Value> {
         let spec = strategy.spec();
         let gr = group_resource(spec);
         let key = object_key(spec, namespace, name);
         for _ in 0..MAX_UPDATE_RETRIES {
-            let Some(kv) = self.read(spec, &key, name).await? else {
-                return Err(ApiError::not_found(&gr, name));
+            // A conflict on the cached copy says only that the copy was stale: retried from
+            // the store whatever the desired object pinned.
+            let (old, mod_revision, from_cache) = match cached.take() {
+                Some((obj, rev)) => (obj.clone(), rev, true),
+                None => {
+                    let Some(kv) = self.read(spec, &key, name).await? else {
+                        return Err(ApiError::not_found(&gr, name));
+                    };
+                    (decode_stored(&kv)?, kv.mod_revision, false)
+                }
             };
-            let old = decode_stored(&kv)?;
             let mut new = mutate(&old).await?;
             Self::check_type_and_namespace(spec, &mut new, namespace)?;
             if meta_str(&new, "name") != Some(name) {
@@ -723,7 +800,7 @@ impl RestStore {
             }
             let pinned = match named_resource_version(&new)? {
                 None => false,
-                Some(rv) if rv == kv.mod_revision => true,
+                Some(rv) if rv == mod_revision => true,
                 Some(_) => return Err(ApiError::stale_update(&gr, name)),
             };
             strategy.prepare_for_update(&mut new, &old, target);
@@ -750,14 +827,18 @@ impl RestStore {
                 let g = meta(&old).and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0);
                 meta_mut(&mut new).insert("generation".into(), Value::from(g + 1));
             }
-            let causes = if target == WriteTarget::Subresource { Vec::new() } else { strategy.validate_update(&new, &old) };
+            let causes = match target {
+                WriteTarget::Main => strategy.validate_update(&new, &old),
+                WriteTarget::Status => strategy.validate_status_update(&new, &old),
+                WriteTarget::Subresource => Vec::new(),
+            };
             if !causes.is_empty() {
                 return Err(ApiError::invalid(spec.group, spec.kind, name, causes));
             }
             if let Some(track) = hooks.track {
                 track(Some(&old), &mut new);
             }
-            set_resource_version(&mut new, kv.mod_revision);
+            set_resource_version(&mut new, mod_revision);
             if new == old {
                 // kube skips no-op writes: the object and its resourceVersion stay as they are.
                 return Ok(old);
@@ -770,24 +851,24 @@ impl RestStore {
                 if dry_run {
                     return Ok(new);
                 }
-                return match self.store.delete(&key, Some(kv.mod_revision)).await {
+                return match self.store.delete(&key, Some(mod_revision)).await {
                     Ok((rev, _)) => {
                         set_resource_version(&mut new, rev);
                         Ok(new)
                     }
-                    Err(StorageError::Conflict { .. }) if !pinned => continue,
+                    Err(StorageError::Conflict { .. }) if !pinned || from_cache => continue,
                     Err(e) => Err(storage_error(spec, name, e)),
                 };
             }
             if dry_run {
                 return Ok(new);
             }
-            match self.store.update(&key, encode_for_storage(&new)?, kv.mod_revision).await {
+            match self.store.update(&key, encode_for_storage(&new)?, mod_revision).await {
                 Ok(rev) => {
                     set_resource_version(&mut new, rev);
                     return Ok(new);
                 }
-                Err(StorageError::Conflict { .. }) if !pinned => continue,
+                Err(StorageError::Conflict { .. }) if !pinned || from_cache => continue,
                 Err(e) => return Err(storage_error(spec, name, e)),
             }
         }
@@ -934,5 +1015,27 @@ impl RestStore {
             .and_then(Value::as_object)
             .map(|l| l.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned()))).collect())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_form_drops_only_the_revision_and_self_link() {
+        let obj = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "12", "selfLink": "/x", "labels": {"resourceVersion": "kept"}},
+            "data": {"resourceVersion": "kept", "selfLink": "kept"},
+        });
+        let stored = encode_for_storage(&obj).expect("encodes");
+        let mut expected = obj.clone();
+        let meta = expected["metadata"].as_object_mut().expect("metadata");
+        meta.remove("resourceVersion");
+        meta.remove("selfLink");
+        assert_eq!(stored, serde_json::to_vec(&expected).expect("encodes"));
+        let scalar = encode_for_storage(&json!("x")).expect("encodes");
+        assert_eq!(&scalar[..], b"\"x\"");
     }
 }

@@ -76,6 +76,13 @@ pub trait Strategy: Send + Sync {
         causes
     }
 
+    /// Validation of a `status` subresource write: kube's status strategies check what a
+    /// status write can change (metadata and status), not the whole object again. By default
+    /// the whole update validation, which is stricter and never wrong for a status write.
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        self.validate_update(new, old)
+    }
+
     /// kube's `BeforeDelete` additions: what a delete request changes in the object before the
     /// store decides whether it can go (finalizers the kind's store adds, conditions). The
     /// object is kept, marked for deletion, while finalizers remain.
