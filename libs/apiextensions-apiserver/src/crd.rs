@@ -19,14 +19,28 @@ pub const TERMINATING: &str = "Terminating";
 /// API approval of `*.k8s.io` / `*.kubernetes.io` groups.
 pub const API_APPROVAL: &str = "KubernetesAPIApprovalPolicyConformant";
 
+/// The value at a JSON pointer. `Value::pointer` allocates to unescape every token; the
+/// controllers read a few fields of every CRD on each pass, so pointers without escapes are
+/// walked as they are.
+pub fn at<'a>(obj: &'a Value, pointer: &str) -> Option<&'a Value> {
+    if pointer.contains('~') {
+        return obj.pointer(pointer);
+    }
+    pointer.split('/').skip(1).try_fold(obj, |value, token| match value {
+        Value::Object(map) => map.get(token),
+        Value::Array(list) => token.parse::<usize>().ok().and_then(|i| list.get(i)),
+        _ => None,
+    })
+}
+
 /// A string at a JSON pointer, or "".
 pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+    at(obj, pointer).and_then(Value::as_str).unwrap_or_default()
 }
 
 /// The strings of an array at a JSON pointer.
 pub fn strings_at(obj: &Value, pointer: &str) -> Vec<String> {
-    obj.pointer(pointer)
+    at(obj, pointer)
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
         .unwrap_or_default()
@@ -34,7 +48,7 @@ pub fn strings_at(obj: &Value, pointer: &str) -> Vec<String> {
 
 /// The condition of `kind` in a CRD's status.
 pub fn condition<'a>(crd: &'a Value, kind: &str) -> Option<&'a Value> {
-    crd.pointer("/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+    at(crd, "/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
 }
 
 /// Whether a condition is `True`.
@@ -67,7 +81,7 @@ pub fn set_condition(status: &mut Map<String, Value>, kind: &str, state: &str, r
 
 /// The storage version's name.
 pub fn storage_version(crd: &Value) -> Option<&str> {
-    crd.pointer("/spec/versions")?
+    at(crd, "/spec/versions")?
         .as_array()?
         .iter()
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
@@ -125,10 +139,12 @@ impl Strategy for CrdStrategy {
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
-        if new.get("spec") == old.get("spec") && new.get("status") != old.get("status") {
-            return validation::validate_status_update(new, old);
-        }
         validation::validate_update(new, old)
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        // kube's status strategy: metadata and status only (the spec is the stored one).
+        validation::validate_status_update(new, old)
     }
 
     fn prepare_for_delete(&self, obj: &mut Value) {
@@ -157,6 +173,19 @@ impl Strategy for CrdStrategy {
                 "InstanceDeletionPending",
                 "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_read_as_serde_reads_them() {
+        let obj = json!({"a": {"b/c": 1, "d": [{"e": "x"}], "~": 2}, "": {"": 3}});
+        for pointer in ["", "/a", "/a/d/0/e", "/a/d/1", "/a/b~1c", "/a/~0", "/a/d/x", "/a/d/0/e/f", "/", "//", "/missing"] {
+            assert_eq!(at(&obj, pointer), obj.pointer(pointer), "{pointer}");
         }
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::crd::{condition, set_condition, str_at, strings_at, API_APPROVAL, ESTABLISHED, NAMES_ACCEPTED};
+use crate::crd::{at, condition, set_condition, str_at, strings_at, API_APPROVAL, ESTABLISHED, NAMES_ACCEPTED};
 
 /// The names the CRDs of one group have been granted (each CRD's own included, as kube
 /// counts them): resource names (plural, singular, short names) and kinds (kind, list kind).
@@ -44,8 +44,8 @@ fn fresh(requested: &str, accepted: &str, used: &HashSet<String>) -> Result<(), 
 /// already.
 pub fn desired_status(crd: &Value, granted: &GroupNames) -> Option<Value> {
     let (resources, kinds) = (&granted.resources, &granted.kinds);
-    let requested = crd.pointer("/spec/names").cloned().unwrap_or_else(|| json!({}));
-    let accepted = crd.pointer("/status/acceptedNames").cloned().unwrap_or_else(|| json!({}));
+    let requested = at(crd, "/spec/names").cloned().unwrap_or_else(|| json!({}));
+    let accepted = at(crd, "/status/acceptedNames").cloned().unwrap_or_else(|| json!({}));
     let mut names = match &accepted {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
@@ -127,7 +127,7 @@ fn api_approval(crd: &Value) -> Option<(&'static str, &'static str, String)> {
     if !protected {
         return None;
     }
-    let annotation = crd.pointer("/metadata/annotations").and_then(|a| a.get(ANNOTATION)).and_then(Value::as_str).unwrap_or_default();
+    let annotation = at(crd, "/metadata/annotations").and_then(|a| a.get(ANNOTATION)).and_then(Value::as_str).unwrap_or_default();
     let url_like = annotation
         .split_once("://")
         .is_some_and(|(scheme, rest)| !scheme.is_empty() && !rest.is_empty() && !rest.starts_with('/') && !annotation.contains(' '));

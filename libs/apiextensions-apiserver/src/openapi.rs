@@ -4,9 +4,10 @@
 //! `...<Kind>List` and the paths of every verb and subresource, in Swagger 2.0 form for
 //! `/openapi/v2` and OpenAPI 3.0 form for `/openapi/v3/apis/<group>/<version>`.
 //!
-//! The tier hands every served CRD to a [`Publisher`] after each refresh; parts are computed once
-//! per CRD resourceVersion and swapped into the shared [`OpenApi`], which rebuilds only the
-//! documents that changed, on their next request. Custom resources never reach
+//! The tier offers every served CRD to a [`Publisher`] after each refresh; parts are computed
+//! once per CRD resourceVersion, when a document is read or the CRDs have been quiet for a
+//! moment, and swapped into the shared [`OpenApi`], which rebuilds only the documents that
+//! changed, on their next request. Custom resources never reach
 //! `OpenApi::field_problems`: their schemas live only in the published documents.
 
 mod routes;
@@ -16,9 +17,11 @@ mod tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use kapi_openapi::{CustomPart, OpenApi};
+use kapi_openapi::{CustomPart, CustomPartTrees, OpenApi};
 use serde_json::Value;
+use tokio::sync::Notify;
 
 use crate::crd::str_at;
 
@@ -39,6 +42,11 @@ fn structural(schema: &Value) -> bool {
 /// The parts of every served version of `crd` (kube builds them for served versions only;
 /// whether the CRD is Established is the caller's business).
 pub fn crd_parts(crd: &Value) -> Vec<CustomPart> {
+    crd_part_trees(crd).into_iter().map(CustomPart::new).collect()
+}
+
+/// [`crd_parts`] before encoding: the trees, which tests read.
+fn crd_part_trees(crd: &Value) -> Vec<CustomPartTrees> {
     let group = str_at(crd, "/spec/group");
     let kind = str_at(crd, "/spec/names/kind");
     let plural = str_at(crd, "/spec/names/plural");
@@ -100,7 +108,7 @@ pub fn crd_parts(crd: &Value) -> Vec<CustomPart> {
             .into_iter()
             .collect()
         };
-        parts.push(CustomPart {
+        parts.push(CustomPartTrees {
             group: group.to_owned(),
             version: name.to_owned(),
             v2_definitions: definitions(true),
@@ -115,36 +123,86 @@ pub fn crd_parts(crd: &Value) -> Vec<CustomPart> {
 /// The parts of one CRD at one resourceVersion.
 type Cached = (String, Vec<Arc<CustomPart>>);
 
-/// Publishes the parts of the served CRDs into the shared documents, computing each CRD's
-/// parts once per resourceVersion (as `Served::build` reuses its entries).
+/// How long the CRDs must stay unchanged before their parts are computed ahead of a read.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// Publishes the parts of the served CRDs into the shared documents. Parts are computed when
+/// a document is read (the documents are never stale) or once the CRDs have been quiet for a
+/// moment, not on every change: during a burst of CRD creates that CPU goes to the creates
+/// and the controllers that establish them. Each CRD's parts are computed once per
+/// resourceVersion (as `Served::build` reuses its entries).
 #[derive(Clone)]
 pub struct Publisher {
     openapi: Arc<OpenApi>,
-    /// CRD name -> its parts.
+    /// CRD name -> its parts. Held while parts are computed, so a reader that arrives
+    /// meanwhile waits for them instead of reading the old documents.
     cache: Arc<Mutex<HashMap<String, Cached>>>,
+    /// The served CRDs not yet published (the latest offer wins).
+    pending: Arc<Mutex<Option<Vec<Arc<Value>>>>>,
+    offered: Arc<Notify>,
 }
 
 impl Publisher {
-    /// A publisher into `openapi` (the server's documents, from the tier context).
-    pub fn new(openapi: Arc<OpenApi>) -> Self {
-        Self { openapi, cache: Arc::default() }
+    /// A publisher into `openapi` (the server's documents, from the tier context) that the
+    /// documents ask for pending parts before each read. Needs a Tokio runtime: it starts the
+    /// task that publishes once offers stop coming.
+    pub fn start(openapi: Arc<OpenApi>) -> Self {
+        let publisher = Self::new(openapi.clone());
+        // Weak: the documents hold this closure and must not keep the publisher alive.
+        let (cache, pending, docs) = (Arc::downgrade(&publisher.cache), Arc::downgrade(&publisher.pending), Arc::downgrade(&openapi));
+        openapi.set_custom_source(Box::new(move || {
+            if let (Some(cache), Some(pending), Some(openapi)) = (cache.upgrade(), pending.upgrade(), docs.upgrade()) {
+                Publisher { openapi, cache, pending, offered: Arc::default() }.flush();
+            }
+        }));
+        tokio::spawn(publisher.clone().publish_when_quiet());
+        publisher
     }
 
-    /// [`Publisher::publish`] on a blocking thread: the first publish after start computes
-    /// the parts of every CRD, which must not stall the runtime. Awaited, so that publishes
-    /// stay in the order of the refreshes.
-    pub async fn publish_crds(&self, crds: Vec<Arc<Value>>) {
-        let publisher = self.clone();
-        let task = tokio::task::spawn_blocking(move || publisher.publish(crds.iter().map(|c| c.as_ref())));
-        if let Err(e) = task.await {
-            tracing::error!("publishing the OpenAPI parts of custom resources: {e}");
+    /// A publisher that computes parts only when [`Publisher::publish`] or
+    /// [`Publisher::flush`] is called.
+    pub fn new(openapi: Arc<OpenApi>) -> Self {
+        Self { openapi, cache: Arc::default(), pending: Arc::default(), offered: Arc::default() }
+    }
+
+    /// Makes `crds` (the served ones) the set to publish; cheap, nothing is computed here.
+    pub fn offer(&self, crds: Vec<Arc<Value>>) {
+        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(crds);
+        self.offered.notify_one();
+    }
+
+    /// Publishes what was offered once no offer came for [`QUIET`], so that the first read
+    /// after a burst finds the parts ready. Ends when the tier drops its publisher.
+    async fn publish_when_quiet(self) {
+        loop {
+            self.offered.notified().await;
+            while tokio::time::timeout(QUIET, self.offered.notified()).await.is_ok() {}
+            if Arc::strong_count(&self.pending) <= 1 {
+                return;
+            }
+            let publisher = self.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || publisher.flush()).await {
+                tracing::error!("publishing the OpenAPI parts of custom resources: {e}");
+            }
         }
     }
 
-    /// Makes the documents describe exactly `crds` (the served ones). Nothing is rendered
-    /// when no CRD changed since the last call.
+    /// Publishes the pending offer, if any (CPU-bound: call it on a blocking thread).
+    pub fn flush(&self) {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(crds) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        self.publish_into(&mut cache, crds.iter().map(|c| c.as_ref()));
+    }
+
+    /// Makes the documents describe exactly `crds` (the served ones), now. Nothing is
+    /// rendered when no CRD changed since the last call.
     pub fn publish<'a>(&self, crds: impl IntoIterator<Item = &'a Value>) {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.publish_into(&mut cache, crds);
+    }
+
+    fn publish_into<'a>(&self, cache: &mut HashMap<String, Cached>, crds: impl IntoIterator<Item = &'a Value>) {
         let mut next = HashMap::new();
         let mut changed = false;
         for crd in crds {

@@ -80,7 +80,7 @@ impl ExtensionsTier {
             self.rest.caches().remove(prefix).await;
         }
         let served = self.snapshot();
-        self.openapi.publish_crds(crds.into_iter().filter(|c| served.serves(crd::str_at(c, "/metadata/name"))).collect()).await;
+        self.openapi.offer(crds.into_iter().filter(|c| served.serves(crd::str_at(c, "/metadata/name"))).collect());
     }
 
     /// One pass of kube's CRD controllers: names and conditions (naming, establishing, API
@@ -94,7 +94,6 @@ impl ExtensionsTier {
         let granted = names::names_by_group(crds.iter().map(|c| c.as_ref()));
         let todo: Vec<&Arc<Value>> = {
             let mut seen = self.reconciled.lock().unwrap_or_else(|p| p.into_inner());
-            let rv = |c: &Value| crd::str_at(c, "/metadata/resourceVersion").to_owned();
             let current: HashMap<&str, &Arc<Value>> = crds.iter().map(|c| (crd::str_at(c, "/metadata/name"), c)).collect();
             let mut touched_groups: HashSet<String> = HashSet::new();
             for (name, (_, group)) in seen.iter() {
@@ -103,15 +102,23 @@ impl ExtensionsTier {
                 }
             }
             seen.retain(|name, _| current.contains_key(name.as_str()));
+            // A CRD whose cached copy is older than what this replica last wrote is skipped:
+            // the write's own event brings it back, and a pass in between would compute from
+            // a stale copy and try the same write again.
+            let known = |c: &Value| seen.get(crd::str_at(c, "/metadata/name")).map(|(r, _)| r.as_str());
+            let stale = |c: &Value| known(c).is_some_and(|r| revision_order(rv(c), r).is_lt());
             let changed: Vec<&Arc<Value>> =
-                crds.iter().filter(|c| full || seen.get(crd::str_at(c, "/metadata/name")).is_none_or(|(r, _)| *r != rv(c))).collect();
+                crds.iter().filter(|c| !stale(c) && (full || known(c) != Some(rv(c)))).collect();
             touched_groups.extend(changed.iter().map(|c| crd::str_at(c, "/spec/group").to_owned()));
             let waiting = crds.iter().filter(|c| {
-                touched_groups.contains(crd::str_at(c, "/spec/group")) && !crd::is_true(c, crd::NAMES_ACCEPTED) && !changed.iter().any(|x| Arc::ptr_eq(x, c))
+                touched_groups.contains(crd::str_at(c, "/spec/group"))
+                    && !crd::is_true(c, crd::NAMES_ACCEPTED)
+                    && !stale(c)
+                    && !changed.iter().any(|x| Arc::ptr_eq(x, c))
             });
             let todo: Vec<&Arc<Value>> = changed.iter().copied().chain(waiting).collect();
             for c in &todo {
-                seen.insert(crd::str_at(c, "/metadata/name").to_owned(), (rv(c), crd::str_at(c, "/spec/group").to_owned()));
+                seen.insert(crd::str_at(c, "/metadata/name").to_owned(), (rv(c).to_owned(), crd::str_at(c, "/spec/group").to_owned()));
             }
             todo
         };
@@ -129,22 +136,28 @@ impl ExtensionsTier {
     /// One CRD of a controller pass.
     async fn reconcile_one(&self, crd: &Value, group_names: &names::GroupNames) {
         let name = crd::str_at(crd, "/metadata/name").to_owned();
-        let deleting = crd.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
+        let deleting = crd::at(crd, "/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
         let result = if deleting {
             if crd::strings_at(crd, "/metadata/finalizers").iter().any(|f| f == CLEANUP_FINALIZER) {
-                self.finalize(&name).await
+                self.finalize(&name).await.map(|()| None)
             } else {
-                Ok(())
+                Ok(None)
             }
         } else if names::desired_status(crd, group_names).is_some() {
-            self.write_status(&name, |current| names::desired_status(current, group_names)).await
+            self.write_status(&name, Some(crd), |current| names::desired_status(current, group_names)).await.map(Some)
         } else {
-            Ok(())
+            Ok(None)
         };
         match result {
             // Deletions in progress are looked at again at the next resync.
-            Ok(()) if deleting => self.forget(&name),
-            Ok(()) => {}
+            Ok(_) if deleting => self.forget(&name),
+            Ok(Some(written)) => {
+                let mut seen = self.reconciled.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(entry) = seen.get_mut(&name) {
+                    entry.0 = written;
+                }
+            }
+            Ok(None) => {}
             Err(e) => {
                 self.forget(&name);
                 // A conflict with another replica's write is retried at once on its event.
@@ -160,30 +173,41 @@ impl ExtensionsTier {
         self.reconciled.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
     }
 
-    /// Writes the status `desired` computes from the stored CRD (None: nothing to write).
-    async fn write_status(&self, name: &str, desired: impl Fn(&Value) -> Option<Value> + Send + Sync) -> Result<(), ApiError> {
+    /// Writes the status `desired` computes from the stored CRD (None: nothing to write);
+    /// answers the CRD's resourceVersion after the write.
+    /// `cached` is the controller's copy, tried before a store read.
+    async fn write_status(
+        &self,
+        name: &str,
+        cached: Option<&Value>,
+        desired: impl Fn(&Value) -> Option<Value> + Send + Sync,
+    ) -> Result<String, ApiError> {
         let strategy = CrdStrategy(self.crd_spec);
-        self.rest
-            .update_with(&strategy, None, name, WriteTarget::Status, false, WriteHooks::default(), |current| {
-                let mut next = current.clone();
-                if let Some(status) = desired(current) {
-                    next["status"] = status;
-                }
-                Ok(next)
-            })
-            .await
-            .map(|_| ())
+        let mutate = |current: &Value| {
+            let mut next = current.clone();
+            if let Some(status) = desired(current) {
+                next["status"] = status;
+            }
+            Ok(next)
+        };
+        let hooks = WriteHooks::default();
+        let written = match cached {
+            Some(cached) => self.rest.update_from_cached(&strategy, None, name, WriteTarget::Status, hooks, cached, mutate).await,
+            None => self.rest.update_with(&strategy, None, name, WriteTarget::Status, false, hooks, mutate).await,
+        };
+        written.map(|written| rv(&written).to_owned())
     }
 
     async fn set_terminating(&self, name: &str, state: &str, reason: &str, message: &str) -> Result<(), ApiError> {
         let (state, reason, message) = (state.to_owned(), reason.to_owned(), message.to_owned());
-        self.write_status(name, move |current| {
+        self.write_status(name, None, move |current| {
             let mut status = current.get("status").and_then(Value::as_object).cloned().unwrap_or_default();
             crd::set_condition(&mut status, TERMINATING, &state, &reason, &message);
             let status = Value::Object(status);
             (current.get("status") != Some(&status)).then_some(status)
         })
         .await
+        .map(|_| ())
     }
 
     /// kube's CRD finalizer: deletes every instance, then releases the CRD.
@@ -294,6 +318,20 @@ impl ExtensionsTier {
     }
 }
 
+/// A CRD's resourceVersion.
+fn rv(crd: &Value) -> &str {
+    crd::str_at(crd, "/metadata/resourceVersion")
+}
+
+/// Orders two resourceVersions of the same object as revisions (this server's are numbers);
+/// versions that are not numbers compare equal, which treats them as current.
+fn revision_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a.cmp(&b),
+        _ => std::cmp::Ordering::Equal,
+    }
+}
+
 impl Tier for ExtensionsTier {
     fn name(&self) -> &'static str {
         "apiextensions-apiserver"
@@ -355,7 +393,7 @@ impl TierBuilder for ExtensionsTierBuilder {
                 crd_scope,
                 served: RwLock::new(Arc::new(Served::default())),
                 refreshing: tokio::sync::Mutex::new(()),
-                openapi: crate::openapi::Publisher::new(ctx.openapi.clone()),
+                openapi: crate::openapi::Publisher::start(ctx.openapi.clone()),
                 reconciled: Mutex::new(HashMap::new()),
             });
             // The CRD cache is loaded already (the watch caches start with every built-in

@@ -16,7 +16,30 @@ use serde_json::{json, Map, Value};
 
 use crate::definitions::{definitions, referenced_closure, V2_REF_PREFIX};
 use crate::render::{to_v3_refs, V3_REF_PREFIX};
-use crate::{fnv_hex, security_scheme, v2_proto, Built, SwaggerDocument, INFO_VERSION};
+use crate::{fnv_hex, security_scheme, v2_proto, Built, INFO_VERSION};
+
+/// A JSON value kept as its text. Custom parts are many (thousands of CRDs, four per served
+/// version) and read only when a document is rebuilt, where they are copied into it as they
+/// are; as `serde_json::Value` trees they took several times their text's size.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EncodedJson(String);
+
+impl EncodedJson {
+    /// The value's compact JSON text.
+    pub fn new(value: &Value) -> Self {
+        EncodedJson(serde_json::to_string(value).unwrap_or_else(|_| "null".into()))
+    }
+
+    /// The value, parsed again (tests and inspection; documents use the text).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 /// What one served version of a custom resource adds to the documents: its paths and
 /// definitions, in Swagger 2.0 form for `/openapi/v2` and in OpenAPI 3.0 form for its group
@@ -29,16 +52,55 @@ pub struct CustomPart {
     /// API version.
     pub version: String,
     /// Swagger 2.0 path items by path; references use `#/definitions/`.
-    pub v2_paths: BTreeMap<String, Value>,
+    pub v2_paths: BTreeMap<String, EncodedJson>,
     /// Swagger 2.0 definitions by name (`com.example.v1.Widget`).
-    pub v2_definitions: BTreeMap<String, Value>,
+    pub v2_definitions: BTreeMap<String, EncodedJson>,
     /// OpenAPI 3.0 path items by path; references use `#/components/schemas/`.
+    pub v3_paths: BTreeMap<String, EncodedJson>,
+    /// OpenAPI 3.0 schemas by name.
+    pub v3_schemas: BTreeMap<String, EncodedJson>,
+    /// Names of the `#/components/schemas/` the v3 paths and schemas reference.
+    pub v3_refs: Vec<String>,
+}
+
+/// The trees a [`CustomPart`] is made from.
+#[derive(Debug, Clone, Default)]
+pub struct CustomPartTrees {
+    /// API group.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Swagger 2.0 path items by path.
+    pub v2_paths: BTreeMap<String, Value>,
+    /// Swagger 2.0 definitions by name.
+    pub v2_definitions: BTreeMap<String, Value>,
+    /// OpenAPI 3.0 path items by path.
     pub v3_paths: BTreeMap<String, Value>,
     /// OpenAPI 3.0 schemas by name.
     pub v3_schemas: BTreeMap<String, Value>,
 }
 
 impl CustomPart {
+    /// Encodes the trees of a part and notes what its v3 side references.
+    pub fn new(trees: CustomPartTrees) -> Self {
+        let mut v3_refs = Vec::new();
+        for value in trees.v3_paths.values().chain(trees.v3_schemas.values()) {
+            refs_of(value, &mut v3_refs);
+        }
+        v3_refs.sort();
+        v3_refs.dedup();
+        let encode = |map: BTreeMap<String, Value>| map.into_iter().map(|(k, v)| (k, EncodedJson::new(&v))).collect();
+        CustomPart {
+            group: trees.group,
+            version: trees.version,
+            v2_paths: encode(trees.v2_paths),
+            v2_definitions: encode(trees.v2_definitions),
+            v3_paths: encode(trees.v3_paths),
+            v3_schemas: encode(trees.v3_schemas),
+            v3_refs,
+        }
+    }
+
     /// `apis/<group>/<version>`: the key of the part's v3 document.
     pub fn gv_key(&self) -> String {
         crate::gv_key(&self.group, &self.version)
@@ -149,33 +211,38 @@ impl CustomDocs {
 }
 
 /// The built-in v2 document with every custom part's paths and definitions added; on a name
-/// clash the built-in entry stays (kube's static spec has the highest priority).
+/// clash the built-in entry stays (kube's static spec has the highest priority). The same
+/// bytes serde_json writes for the built-in `SwaggerDocument`, with the parts' texts spliced in.
 fn merged_v2(built: &Built, parts: &[Arc<CustomPart>]) -> Bytes {
     let defs = definitions();
-    let mut all_defs: BTreeMap<&str, &Value> = defs.defs.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    all_defs.extend(built.extra.iter().map(|(k, v)| (k.as_str(), v)));
-    let mut paths: BTreeMap<&str, &Value> = built.v2_paths.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut all_defs: BTreeMap<&str, Json<'_>> = defs.defs.iter().map(|(k, v)| (k.as_str(), Json::Tree(v))).collect();
+    all_defs.extend(built.extra.iter().map(|(k, v)| (k.as_str(), Json::Tree(v))));
+    let mut paths: BTreeMap<&str, Json<'_>> = built.v2_paths.iter().map(|(k, v)| (k.as_str(), Json::Tree(v))).collect();
     for part in parts {
         for (name, schema) in &part.v2_definitions {
-            all_defs.entry(name.as_str()).or_insert(schema);
+            all_defs.entry(name.as_str()).or_insert(Json::Text(schema));
         }
         for (path, item) in &part.v2_paths {
-            paths.entry(path.as_str()).or_insert(item);
+            paths.entry(path.as_str()).or_insert(Json::Text(item));
         }
     }
-    let doc = SwaggerDocument {
-        swagger: "2.0",
-        info: json!({ "title": "Kubernetes", "version": INFO_VERSION }),
-        paths: &paths,
-        definitions: &all_defs,
-        security_definitions: json!({ "BearerToken": security_scheme() }),
-        security: json!([{ "BearerToken": [] }]),
-    };
-    Bytes::from(serde_json::to_vec(&doc).unwrap_or_default())
+    let mut out = Vec::new();
+    write_fields(
+        &mut out,
+        &[
+            ("swagger", &|o| write_tree(o, &"2.0")),
+            ("info", &|o| write_tree(o, &json!({ "title": "Kubernetes", "version": INFO_VERSION }))),
+            ("paths", &|o| write_object(o, &paths)),
+            ("definitions", &|o| write_object(o, &all_defs)),
+            ("securityDefinitions", &|o| write_tree(o, &json!({ "BearerToken": security_scheme() }))),
+            ("security", &|o| write_tree(o, &json!([{ "BearerToken": [] }]))),
+        ],
+    );
+    Bytes::from(out)
 }
 
 /// Names of the `#/components/schemas/` references under `value`.
-fn v3_refs(value: &Value, out: &mut Vec<String>) {
+fn refs_of(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             for (key, inner) in map {
@@ -185,13 +252,61 @@ fn v3_refs(value: &Value, out: &mut Vec<String>) {
                             out.push(name.to_owned());
                         }
                     }
-                    _ => v3_refs(inner, out),
+                    _ => refs_of(inner, out),
                 }
             }
         }
-        Value::Array(items) => items.iter().for_each(|v| v3_refs(v, out)),
+        Value::Array(items) => items.iter().for_each(|v| refs_of(v, out)),
         _ => {}
     }
+}
+
+/// A JSON value of a document being assembled: a built-in one (a tree) or a custom part's
+/// (its text).
+#[derive(Clone, Copy)]
+enum Json<'a> {
+    Tree(&'a Value),
+    Text(&'a EncodedJson),
+}
+
+/// Writes `value` as JSON.
+fn write_tree(out: &mut Vec<u8>, value: &impl serde::Serialize) {
+    // Serializing a Value or a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// Writes an object of `entries` in their (sorted) order, as serde_json writes a map.
+fn write_object(out: &mut Vec<u8>, entries: &BTreeMap<&str, Json<'_>>) {
+    out.push(b'{');
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_tree(out, key);
+        out.push(b':');
+        match value {
+            Json::Tree(v) => write_tree(out, v),
+            Json::Text(t) => out.extend_from_slice(t.as_str().as_bytes()),
+        }
+    }
+    out.push(b'}');
+}
+
+/// Writes the value of one field of a document.
+type FieldWriter<'a> = &'a dyn Fn(&mut Vec<u8>);
+
+/// Writes `{"<key>":<value>,...}` for fields written by the closures, in order.
+fn write_fields(out: &mut Vec<u8>, fields: &[(&str, FieldWriter<'_>)]) {
+    out.push(b'{');
+    for (i, (key, write)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_tree(out, key);
+        out.push(b':');
+        write(out);
+    }
+    out.push(b'}');
 }
 
 /// The v3 document of one custom group version: the parts' paths and schemas merged (as
@@ -199,43 +314,57 @@ fn v3_refs(value: &Value, out: &mut Vec<String>) {
 /// autoscaling/v1 Scale, ...) and what those reference in turn.
 fn gv_document(built: &Built, parts: &[Arc<CustomPart>]) -> (Bytes, String) {
     let defs = definitions();
-    let mut paths: BTreeMap<&str, &Value> = BTreeMap::new();
-    let mut own: BTreeMap<&str, &Value> = BTreeMap::new();
-    let mut wanted = Vec::new();
+    let mut paths: BTreeMap<&str, Json<'_>> = BTreeMap::new();
+    let mut own: BTreeMap<&str, Json<'_>> = BTreeMap::new();
+    let mut wanted: Vec<&str> = Vec::new();
     for part in parts {
         for (path, item) in &part.v3_paths {
-            paths.entry(path.as_str()).or_insert(item);
-            v3_refs(item, &mut wanted);
+            paths.entry(path.as_str()).or_insert(Json::Text(item));
         }
         for (name, schema) in &part.v3_schemas {
-            own.entry(name.as_str()).or_insert(schema);
-            v3_refs(schema, &mut wanted);
+            own.entry(name.as_str()).or_insert(Json::Text(schema));
         }
+        wanted.extend(part.v3_refs.iter().map(String::as_str));
     }
-    wanted.retain(|name| !own.contains_key(name.as_str()));
-    wanted.sort();
+    wanted.retain(|name| !own.contains_key(name));
+    wanted.sort_unstable();
     wanted.dedup();
     let lookup = |name: &str| defs.defs.get(name).or_else(|| built.extra.get(name));
     let roots: Vec<Value> = wanted.iter().map(|n| json!({ "$ref": format!("{V2_REF_PREFIX}{n}") })).collect();
     let roots: Vec<&Value> = roots.iter().collect();
-    let mut schemas: BTreeMap<String, Value> = BTreeMap::new();
-    for name in referenced_closure(&roots, lookup) {
-        if let Some(schema) = lookup(&name) {
-            let mut schema = schema.clone();
+    // The built-in schemas are few and need their references rewritten: copied.
+    let builtin: Vec<(String, Value)> = referenced_closure(&roots, lookup)
+        .into_iter()
+        .filter_map(|name| {
+            let mut schema = lookup(&name)?.clone();
             to_v3_refs(&mut schema);
-            schemas.insert(name, schema);
-        }
-    }
-    for (name, schema) in own {
-        schemas.insert(name.to_owned(), schema.clone());
-    }
-    let doc = json!({
-        "openapi": "3.0.0",
-        "info": { "title": "Kubernetes CRD Swagger", "version": "v0.1.0" },
-        "paths": paths,
-        "components": { "schemas": schemas, "securitySchemes": { "BearerToken": security_scheme() } },
-    });
-    let bytes = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+            Some((name, schema))
+        })
+        .collect();
+    let mut schemas: BTreeMap<&str, Json<'_>> = builtin.iter().map(|(name, schema)| (name.as_str(), Json::Tree(schema))).collect();
+    schemas.extend(own);
+    let mut out = Vec::new();
+    write_fields(
+        &mut out,
+        &[
+            ("openapi", &|o| write_tree(o, &"3.0.0")),
+            ("info", &|o| write_tree(o, &json!({ "title": "Kubernetes CRD Swagger", "version": "v0.1.0" }))),
+            ("paths", &|o| write_object(o, &paths)),
+            (
+                "components",
+                &|o| {
+                    write_fields(
+                        o,
+                        &[
+                            ("schemas", &|o| write_object(o, &schemas)),
+                            ("securitySchemes", &|o| write_tree(o, &json!({ "BearerToken": security_scheme() }))),
+                        ],
+                    )
+                },
+            ),
+        ],
+    );
+    let bytes = Bytes::from(out);
     let hash = fnv_hex(&bytes);
     (bytes, hash)
 }

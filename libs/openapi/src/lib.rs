@@ -27,7 +27,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-pub use custom::CustomPart;
+pub use custom::{CustomPart, CustomPartTrees, EncodedJson};
 pub use fields::FieldProblems;
 pub use apply_schema::{apply_schema, ApplyNode};
 pub use patch_schema::{patch_schema, SchemaNode};
@@ -87,7 +87,13 @@ pub struct OpenApi {
     served: Vec<ServedResource>,
     built: OnceLock<Built>,
     custom: RwLock<Arc<custom::CustomDocs>>,
+    /// Brings the custom parts up to date before a document is read (see
+    /// [`OpenApi::set_custom_source`]).
+    custom_source: OnceLock<CustomSource>,
 }
+
+/// What [`OpenApi::set_custom_source`] takes: called before every document read.
+pub type CustomSource = Box<dyn Fn() + Send + Sync>;
 
 impl OpenApi {
     /// Cheap: nothing is generated until a document or a field check needs it.
@@ -96,7 +102,16 @@ impl OpenApi {
             served,
             built: OnceLock::new(),
             custom: RwLock::new(Arc::default()),
+            custom_source: OnceLock::new(),
         }
+    }
+
+    /// Lets the owner of the custom parts compute them when they are needed rather than when
+    /// they change: `flush` runs before every document read (on the reader's blocking thread)
+    /// and calls [`OpenApi::set_custom_parts`] if parts are pending, so a burst of CRD changes
+    /// costs one computation, and none while nobody reads. Set once; later calls are ignored.
+    pub fn set_custom_source(&self, flush: CustomSource) {
+        let _ = self.custom_source.set(flush);
     }
 
     /// Replaces the custom parts (every served version of every Established CRD). Only the
@@ -110,6 +125,9 @@ impl OpenApi {
     }
 
     fn custom(&self) -> Option<Arc<custom::CustomDocs>> {
+        if let Some(flush) = self.custom_source.get() {
+            flush();
+        }
         let custom = self.custom.read().unwrap_or_else(|p| p.into_inner()).clone();
         (!custom.is_empty()).then_some(custom)
     }

@@ -61,17 +61,17 @@ fn definition_names_reverse_the_group() {
         definition_name("stable.example.com", "v1beta1", "CronTabList"),
         "com.example.stable.v1beta1.CronTabList"
     );
-    let parts = crd_parts(&full());
+    let parts = crd_part_trees(&full());
     assert_eq!(parts.len(), 1, "only served versions");
     let keys: Vec<&String> = parts[0].v2_definitions.keys().collect();
     assert_eq!(keys, ["com.example.v1.Widget", "com.example.v1.WidgetList"]);
     assert_eq!(parts[0].v3_schemas.keys().collect::<Vec<_>>(), keys);
-    assert_eq!(parts[0].gv_key(), "apis/example.com/v1");
+    assert_eq!(CustomPart::new(parts[0].clone()).gv_key(), "apis/example.com/v1");
 }
 
 #[test]
 fn kind_and_list_carry_gvk_type_meta_and_metadata() {
-    let part = &crd_parts(&full())[0];
+    let part = &crd_part_trees(&full())[0];
     let kind = &part.v3_schemas["com.example.v1.Widget"];
     assert_eq!(
         kind["x-kubernetes-group-version-kind"],
@@ -101,7 +101,7 @@ fn kind_and_list_carry_gvk_type_meta_and_metadata() {
 
 #[test]
 fn v3_keeps_what_v2_downgrades() {
-    let part = &crd_parts(&full())[0];
+    let part = &crd_part_trees(&full())[0];
     let v3 = &part.v3_schemas["com.example.v1.Widget"]["properties"]["spec"];
     let v2 = &part.v2_definitions["com.example.v1.Widget"]["properties"]["spec"];
     // int-or-string is unfolded into anyOf in v3, and anyOf is dropped in v2.
@@ -130,13 +130,13 @@ fn v3_keeps_what_v2_downgrades() {
 
 #[test]
 fn schemaless_and_root_preserving_crds_get_the_permissive_definition() {
-    let part = &crd_parts(&crd("Namespaced", None, Value::Null))[0];
+    let part = &crd_part_trees(&crd("Namespaced", None, Value::Null))[0];
     let gvk = json!([{ "group": "example.com", "kind": "Widget", "version": "v1" }]);
     for def in [&part.v2_definitions["com.example.v1.Widget"], &part.v3_schemas["com.example.v1.Widget"]] {
         assert_eq!(def, &json!({ "type": "object", "x-kubernetes-group-version-kind": gvk }));
     }
     let preserving = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
-    let part = &crd_parts(&crd("Namespaced", Some(preserving), Value::Null))[0];
+    let part = &crd_part_trees(&crd("Namespaced", Some(preserving), Value::Null))[0];
     assert_eq!(
         part.v2_definitions["com.example.v1.Widget"],
         json!({ "type": "object", "x-kubernetes-group-version-kind": gvk })
@@ -156,7 +156,7 @@ fn operation_ids(paths: &std::collections::BTreeMap<String, Value>) -> Vec<Strin
 
 #[test]
 fn namespaced_paths_with_status_and_scale() {
-    let part = &crd_parts(&full())[0];
+    let part = &crd_part_trees(&full())[0];
     let paths: Vec<&String> = part.v2_paths.keys().collect();
     let ns = "/apis/example.com/v1/namespaces/{namespace}/widgets";
     assert_eq!(
@@ -234,7 +234,7 @@ fn namespaced_paths_with_status_and_scale() {
 
 #[test]
 fn cluster_scoped_paths() {
-    let part = &crd_parts(&crd("Cluster", Some(widget_schema()), Value::Null))[0];
+    let part = &crd_part_trees(&crd("Cluster", Some(widget_schema()), Value::Null))[0];
     let paths: Vec<&str> = part.v2_paths.keys().map(String::as_str).collect();
     assert_eq!(paths, ["/apis/example.com/v1/widgets", "/apis/example.com/v1/widgets/{name}"]);
     assert_eq!(

@@ -44,7 +44,8 @@ pub use node::{AdditionalProperties, Schema};
 /// The structural schema of one version of a custom resource.
 #[derive(Debug, Clone)]
 pub struct Structural {
-    root: Schema,
+    /// Shared: a CRD version's strategy and its CEL validator walk the same parsed schema.
+    root: std::sync::Arc<Schema>,
 }
 
 /// Prunes a default value as kube's `PruneDefaults` does, so that defaulting never brings back
@@ -72,7 +73,7 @@ impl Structural {
     pub fn new(open_api_v3_schema: &Value) -> Result<Structural, String> {
         let mut root = Schema::parse(open_api_v3_schema)?;
         prune_defaults(&mut root);
-        Ok(Structural { root })
+        Ok(Structural { root: std::sync::Arc::new(root) })
     }
 
     /// The root node, for walking the schema (list and map types for server-side apply).
