@@ -427,6 +427,17 @@ impl Kapi {
         Target::new(self.target.addr.clone(), &pki.ca_cert_pem, Some((&cert, &key)))
     }
 
+    /// CPU time (user + system) kapi has used so far, in seconds: the cost of a burst, read
+    /// beside its latency because on a busy machine the latency also measures the neighbours.
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start at state: utime and
+        // stime are the 12th and 13th of them, in clock ticks (100 per second on Linux).
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let ticks: f64 = after.split_whitespace().skip(11).take(2).filter_map(|v| v.parse::<f64>().ok()).sum();
+        ticks / 100.0
+    }
+
     /// (VmRSS, VmHWM) in MiB.
     fn memory(&self) -> (f64, f64) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
