@@ -67,7 +67,17 @@ impl ExtensionsTier {
         let _one_at_a_time = self.refreshing.lock().await;
         let current = self.snapshot();
         let crds = self.crds();
-        let next = Served::build(&current, &crds, &self.rest);
+        // CPU-bound (every CRD looked at, new ones' schemas parsed and rules compiled): off
+        // the async workers, which serve requests meanwhile.
+        let (rest, all) = (self.rest.clone(), crds.clone());
+        let next = match tokio::task::spawn_blocking(move || Served::build(&current, &all, &rest)).await {
+            Ok(next) => next,
+            Err(e) => {
+                tracing::error!("rebuilding the served custom resources: {e}");
+                return;
+            }
+        };
+        let current = self.snapshot();
         let (old, new) = (current.prefixes(), next.prefixes());
         let added: Vec<String> = new.difference(&old).cloned().collect();
         if let Err(e) = self.rest.caches().add_all(&added).await {
