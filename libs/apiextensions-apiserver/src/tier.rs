@@ -7,6 +7,7 @@
 //! so the generic store always finds one.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -46,6 +47,8 @@ pub struct ExtensionsTier {
     openapi: crate::openapi::Publisher,
     /// CRDs the controllers have looked at: name -> (resourceVersion, group).
     reconciled: Mutex<HashMap<String, (String, String)>>,
+    /// Bumped at every snapshot swap ([`Tier::generation`]).
+    generation: AtomicU64,
 }
 
 impl ExtensionsTier {
@@ -86,6 +89,7 @@ impl ExtensionsTier {
             return;
         }
         *self.served.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+        self.generation.fetch_add(1, Ordering::Release);
         for prefix in old.difference(&new) {
             self.rest.caches().remove(prefix).await;
         }
@@ -366,6 +370,10 @@ impl Tier for ExtensionsTier {
         self.snapshot().scope(group, version, resource)
     }
 
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     fn sync(&self, revision: kapi_storage::Revision) -> TierFuture<'_, ()> {
         Box::pin(async move {
             if self.rest.caches().wait_for(revision, SYNC_WAIT).await.is_ok() {
@@ -405,6 +413,7 @@ impl TierBuilder for ExtensionsTierBuilder {
                 refreshing: tokio::sync::Mutex::new(()),
                 openapi: crate::openapi::Publisher::start(ctx.openapi.clone()),
                 reconciled: Mutex::new(HashMap::new()),
+                generation: AtomicU64::new(0),
             });
             // The CRD cache is loaded already (the watch caches start with every built-in
             // resource): the informers are synced and the first snapshot is complete.

@@ -67,7 +67,9 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         return resource::handle(srv, info, &query, accept, content_type, &Caller { user, user_agent, head: parts }, body).await;
     }
     let is_get = matches!(parts.method, Method::GET | Method::HEAD);
-    let discovery_doc = |doc: Option<serde_json::Value>, aggregated: Option<serde_json::Value>| -> Response<Body> {
+    // The documents are built only once negotiation has chosen one (the aggregated one lists
+    // every resource, and comes from the chain's cache of derived documents).
+    let discovery_doc = |doc: &dyn Fn() -> Option<serde_json::Value>, aggregated: Option<&dyn Fn() -> Arc<serde_json::Value>>| -> Response<Body> {
         if !is_get {
             return response::error(&ApiError::new(405, kapi_apimachinery::StatusReason::MethodNotAllowed, "the server does not allow this method on the requested resource"), Output::JSON);
         }
@@ -75,19 +77,27 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
             Ok(o) => o,
             Err(e) => return response::error(&e, Output::JSON),
         };
-        match (output.shape, doc, aggregated) {
-            (Shape::DiscoveryV2, _, Some(agg)) => response::object(StatusCode::OK, &agg, Output::DISCOVERY_V2),
-            (Shape::DiscoveryV2, Some(d), None) => response::object(StatusCode::OK, &d, Output::JSON),
-            (_, Some(d), _) => response::object(StatusCode::OK, &d, output),
-            (_, None, _) => response::error(&ApiError::path_not_found(), Output::JSON),
+        match (output.shape, aggregated) {
+            (Shape::DiscoveryV2, Some(agg)) => response::object(StatusCode::OK, &agg(), Output::DISCOVERY_V2),
+            (shape, _) => match doc() {
+                Some(d) if shape == Shape::DiscoveryV2 => response::object(StatusCode::OK, &d, Output::JSON),
+                Some(d) => response::object(StatusCode::OK, &d, output),
+                None => response::error(&ApiError::path_not_found(), Output::JSON),
+            },
         }
     };
     match path {
-        "/api" => discovery_doc(Some(discovery::api_versions(&srv.options.external_address)), Some(discovery::aggregated(&srv.chain, true))),
-        "/apis" => discovery_doc(Some(discovery::api_group_list(&srv.chain)), Some(discovery::aggregated(&srv.chain, false))),
-        _ if info.is_resource_request => discovery_doc(discovery::api_resource_list(&srv.chain, &info.api_group, &info.api_version), None),
+        "/api" => discovery_doc(
+            &|| Some(discovery::api_versions(&srv.options.external_address)),
+            Some(&|| srv.chain.derived("aggregated /api", |chain| discovery::aggregated(chain, true))),
+        ),
+        "/apis" => discovery_doc(
+            &|| Some(discovery::api_group_list(&srv.chain)),
+            Some(&|| srv.chain.derived("aggregated /apis", |chain| discovery::aggregated(chain, false))),
+        ),
+        _ if info.is_resource_request => discovery_doc(&|| discovery::api_resource_list(&srv.chain, &info.api_group, &info.api_version), None),
         _ if path.starts_with("/apis/") && path.matches('/').count() == 2 => {
-            discovery_doc(discovery::api_group_doc(&srv.chain, &path["/apis/".len()..]), None)
+            discovery_doc(&|| discovery::api_group_doc(&srv.chain, &path["/apis/".len()..]), None)
         }
         p if p.starts_with("/openapi/") => {
             // A document stale after a CRD change is rebuilt on first read (the whole v2 with

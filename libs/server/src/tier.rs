@@ -11,12 +11,13 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kapi_openapi::OpenApi;
 use kapi_registry::catalog::{self, ResourceSpec, Serving};
 use kapi_registry::rest::RestStore;
 use kapi_storage::Revision;
+use serde_json::Value;
 
 use crate::health::checks::Informers;
 use crate::lifecycle::{Lifecycle, PostStartHooks};
@@ -60,6 +61,13 @@ pub trait Tier: Send + Sync {
     /// answer 404 for it). Tiers whose resources never change resolve at once.
     fn sync(&self, _revision: Revision) -> TierFuture<'_, ()> {
         Box::pin(std::future::ready(()))
+    }
+
+    /// Changes whenever what the tier serves changes (groups, resources, their scopes), so
+    /// that documents derived from the chain (aggregated discovery) are rebuilt only then.
+    /// Tiers whose resources never change keep 0.
+    fn generation(&self) -> u64 {
+        0
     }
 }
 
@@ -144,12 +152,34 @@ impl Tier for CoreTier {
 #[derive(Clone)]
 pub struct Chain {
     tiers: Vec<Arc<dyn Tier>>,
+    /// Documents derived from the chain, by name, with the tiers' generations they were
+    /// built at.
+    derived: Arc<Mutex<HashMap<&'static str, Derived>>>,
 }
+
+/// A derived document and the tiers' generations it was built at.
+type Derived = (Vec<u64>, Arc<Value>);
 
 impl Chain {
     /// The chain of `tiers`, first to last.
     pub fn new(tiers: Vec<Arc<dyn Tier>>) -> Self {
-        Self { tiers }
+        Self { tiers, derived: Arc::default() }
+    }
+
+    /// The document called `name` that `build` derives from the chain, built again only
+    /// after a tier's [`Tier::generation`] moved (aggregated discovery lists every resource:
+    /// with thousands of CRDs, tens of milliseconds per build).
+    pub fn derived(&self, name: &'static str, build: impl FnOnce(&Chain) -> Value) -> Arc<Value> {
+        let generations: Vec<u64> = self.tiers.iter().map(|t| t.generation()).collect();
+        if let Some((at, doc)) = self.derived.lock().unwrap_or_else(|p| p.into_inner()).get(name) {
+            if *at == generations {
+                return doc.clone();
+            }
+        }
+        // Built outside the lock; a concurrent build of the same generation is equal.
+        let doc = Arc::new(build(self));
+        self.derived.lock().unwrap_or_else(|p| p.into_inner()).insert(name, (generations, doc.clone()));
+        doc
     }
 
     /// The scope of a resource: the first tier that serves it.
