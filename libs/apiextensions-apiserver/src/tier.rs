@@ -36,13 +36,17 @@ const CONCURRENT_WRITES: usize = 32;
 /// How often the controllers look at every CRD even without changes (finalizers in progress).
 const RESYNC: Duration = Duration::from_secs(5);
 
+/// What identifies a set of stored CRDs at their versions: (count, newest revision).
+type Fingerprint = (usize, kapi_storage::Revision);
+
 /// The extensions tier.
 pub struct ExtensionsTier {
     rest: RestStore,
     crd_spec: &'static ResourceSpec,
     crd_scope: Arc<dyn ResourceScope>,
     served: RwLock<Arc<Served>>,
-    refreshing: tokio::sync::Mutex<()>,
+    /// One refresh at a time; holds the fingerprint of the CRDs the last one served.
+    refreshing: tokio::sync::Mutex<Option<Fingerprint>>,
     /// Publishes the OpenAPI parts of the served CRDs into the server's documents.
     openapi: crate::openapi::Publisher,
     /// CRDs the controllers have looked at: name -> (resourceVersion, group).
@@ -57,19 +61,31 @@ impl ExtensionsTier {
     }
 
     fn crds(&self) -> Vec<Arc<Value>> {
+        self.crds_with_fingerprint().0
+    }
+
+    /// The stored CRDs and a fingerprint of the set: their number and newest revision. Any
+    /// create or update brings a revision newer than every stored one, a delete changes the
+    /// number; equal fingerprints are the same CRDs at the same versions.
+    fn crds_with_fingerprint(&self) -> (Vec<Arc<Value>>, Fingerprint) {
         let prefix = self.crd_spec.key_prefix();
-        match self.rest.caches().cache(&prefix) {
-            Some(cache) => cache.list(&prefix).0.into_iter().map(|o| o.object).collect(),
-            None => Vec::new(),
-        }
+        let Some(cache) = self.rest.caches().cache(&prefix) else { return (Vec::new(), (0, 0)) };
+        let listed = cache.list(&prefix).0;
+        let fingerprint = (listed.len(), listed.iter().map(|o| o.revision).max().unwrap_or(0));
+        (listed.into_iter().map(|o| o.object).collect(), fingerprint)
     }
 
     /// Rebuilds what is served from the CRD cache: watch caches for new custom resources first,
     /// then the new snapshot, then the caches of resources no longer served are dropped.
+    /// Nothing is done when the CRDs are those of the last rebuild (requests for unknown
+    /// resources ask for a refresh each: they must not cost a rebuild each).
     pub async fn refresh(&self) {
-        let _one_at_a_time = self.refreshing.lock().await;
+        let mut last = self.refreshing.lock().await;
         let current = self.snapshot();
-        let crds = self.crds();
+        let (crds, fingerprint) = self.crds_with_fingerprint();
+        if *last == Some(fingerprint) {
+            return;
+        }
         // CPU-bound (every CRD looked at, new ones' schemas parsed and rules compiled): off
         // the async workers, which serve requests meanwhile.
         let (rest, all) = (self.rest.clone(), crds.clone());
@@ -95,6 +111,7 @@ impl ExtensionsTier {
         }
         let served = self.snapshot();
         self.openapi.offer(crds.into_iter().filter(|c| served.serves(crd::str_at(c, "/metadata/name"))).collect());
+        *last = Some(fingerprint);
     }
 
     /// One pass of kube's CRD controllers: names and conditions (naming, establishing, API
@@ -410,7 +427,7 @@ impl TierBuilder for ExtensionsTierBuilder {
                 crd_spec,
                 crd_scope,
                 served: RwLock::new(Arc::new(Served::default())),
-                refreshing: tokio::sync::Mutex::new(()),
+                refreshing: tokio::sync::Mutex::new(None),
                 openapi: crate::openapi::Publisher::start(ctx.openapi.clone()),
                 reconciled: Mutex::new(HashMap::new()),
                 generation: AtomicU64::new(0),
