@@ -218,9 +218,20 @@ impl ResourceScope for CustomScope {
         })
     }
 
+    fn read_defaults(&self, obj: &Value) -> Option<Value> {
+        // Converted reads are defaulted in the served version after conversion.
+        if self.converts() {
+            return None;
+        }
+        self.schema.as_ref()?.with_defaults(obj)
+    }
+
     fn convert_list_from_storage(&self, objs: Vec<Value>) -> ConvertFuture<'_, Vec<Value>> {
         Box::pin(async move {
-            if !self.converts() || objs.is_empty() {
+            if !self.converts() {
+                return Ok(objs.into_iter().map(|obj| self.read_defaults(&obj).unwrap_or(obj)).collect());
+            }
+            if objs.is_empty() {
                 return Ok(objs);
             }
             let served = self.served.api_version();

@@ -42,6 +42,14 @@ pub trait ResourceScope: Send + Sync {
     /// A stored object, in the served version.
     fn convert_from_storage(&self, obj: Value) -> ConvertFuture<'_, Value>;
 
+    /// A stored object as reads of a scope that does not convert answer it, when that differs
+    /// from the stored object: a custom resource's schema defaults that the object predates
+    /// (kube defaults what it decodes from storage). None: the stored object as it is, so
+    /// lists and watch events keep answering from the cached objects without a copy.
+    fn read_defaults(&self, _obj: &Value) -> Option<Value> {
+        None
+    }
+
     /// Stored objects (a list), in the served version: one webhook call for all of them.
     fn convert_list_from_storage(&self, objs: Vec<Value>) -> ConvertFuture<'_, Vec<Value>> {
         Box::pin(async move {

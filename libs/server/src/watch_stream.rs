@@ -148,6 +148,12 @@ impl StreamState {
                             };
                             return Some(self.frame(t, &serialize(&converted, encoding)));
                         }
+                        if let Some(defaulted) = self.scope.read_defaults(&event.object) {
+                            // An object that predates its schema's defaults: answered
+                            // defaulted, so not from the event's shared encodings.
+                            let bytes = self.encode_object(&defaulted);
+                            return Some(self.frame(t, &bytes));
+                        }
                         let bytes = match (self.opts.output.shape, encoding) {
                             (Shape::Object | Shape::DiscoveryV2, Encoding::Protobuf) => {
                                 event.encoded(MediaSlot::Protobuf, |o| serialize(o, encoding))

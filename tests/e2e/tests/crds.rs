@@ -315,3 +315,52 @@ fn malformed_crds_and_name_conflicts() {
     assert_eq!(kapi.request(&Request::get("/apis/example.com/v1/namespaces/default/gadgets")).status, 404);
     assert_eq!(kapi.request(&Request::get("/apis/example.com/v1/namespaces/default/gizmos")).status, 200);
 }
+
+/// kube defaults what it reads from storage too: a default added to a CRD's schema shows on
+/// objects stored before it, in GET, LIST and watch answers, without a write.
+#[test]
+fn defaults_added_later_show_on_reads_of_older_objects() {
+    let kapi = Kapi::start().expect("start kapi");
+    let crd = |size: Value| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "gadgets.example.com"},
+               "spec": {"group": "example.com", "scope": "Namespaced",
+                        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                        "versions": [{"name": "v1", "served": true, "storage": true,
+                                      "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                          "spec": {"type": "object", "properties": {"color": {"type": "string"}, "size": size}}}}}}]}})
+    };
+    let created = kapi.request(&Request::new("POST", CRDS).json(&crd(json!({"type": "string"}))));
+    assert_eq!(created.status, 201, "{}", created.raw);
+    assert!(wait_for(Duration::from_secs(10), || established(&kapi, "gadgets.example.com").then_some(())).is_some());
+    let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
+    let made = wait_for(Duration::from_secs(10), || {
+        let r = kapi.request(&Request::new("POST", gadgets).json(&json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"color": "red"}})));
+        (r.status == 201).then_some(r.body)
+    })
+    .expect("gadget created");
+    assert!(made["spec"].get("size").is_none(), "{made}");
+    let stored_rv = made["metadata"]["resourceVersion"].clone();
+
+    // The CRD gains a default for spec.size.
+    let mut current = kapi.get_json(&format!("{CRDS}/gadgets.example.com"));
+    current["spec"] = crd(json!({"type": "string", "default": "small"}))["spec"].clone();
+    let updated = kapi.request(&Request::new("PUT", &format!("{CRDS}/gadgets.example.com")).json(&current));
+    assert_eq!(updated.status, 200, "{}", updated.raw);
+
+    let got = wait_for(Duration::from_secs(10), || {
+        let g = kapi.get_json(&format!("{gadgets}/g"));
+        (g["spec"]["size"] == "small").then_some(g)
+    })
+    .expect("GET answers the new default");
+    assert_eq!(got["spec"]["color"], "red");
+    assert_eq!(got["metadata"]["resourceVersion"], stored_rv, "a read default is not a write");
+    let list = kapi.get_json(gadgets);
+    assert_eq!(list["items"][0]["spec"]["size"], "small", "{list}");
+    let watch = kapi.request(&Request::get(&format!("{gadgets}?watch=1&resourceVersion=0&timeoutSeconds=1")));
+    let event: Value = serde_json::from_str(watch.raw.lines().next().unwrap_or_default()).expect("one watch event");
+    assert_eq!((event["type"].as_str(), event["object"]["spec"]["size"].as_str()), (Some("ADDED"), Some("small")), "{}", watch.raw);
+    // An explicit value is kept, and objects written now store the default.
+    let explicit = kapi.request(&Request::new("POST", gadgets).json(&json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "h"}, "spec": {"size": "large"}})));
+    assert_eq!(explicit.body["spec"]["size"], "large", "{}", explicit.raw);
+}

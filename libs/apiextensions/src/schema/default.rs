@@ -58,3 +58,46 @@ pub(crate) fn apply(x: &mut Value, s: Option<&Schema>) {
         _ => {}
     }
 }
+
+/// Whether any default of `s` appears anywhere in it (else reads never need defaulting).
+pub(crate) fn schema_has_defaults(s: &Schema) -> bool {
+    s.default.is_some()
+        || s.properties.values().any(schema_has_defaults)
+        || s.items.as_deref().is_some_and(schema_has_defaults)
+        || s.additional_properties_schema().is_some_and(schema_has_defaults)
+}
+
+/// Whether [`apply`] would change `x`: a read-only walk, so that objects stored with their
+/// defaults already are answered without a copy.
+pub(crate) fn needed(x: &Value, s: Option<&Schema>) -> bool {
+    let Some(s) = s else { return false };
+    match x {
+        Value::Object(m) => {
+            let missing = s.properties.iter().any(|(k, prop)| {
+                prop.default.is_some()
+                    && match m.get(k) {
+                        None => true,
+                        Some(v) => non_nullable_null(v, Some(prop)),
+                    }
+            });
+            if missing {
+                return true;
+            }
+            let ap = s.additional_properties_schema();
+            m.iter().any(|(k, v)| match s.properties.get(k) {
+                Some(prop) => needed(v, Some(prop)),
+                None if s.additional_properties.is_some() => {
+                    (non_nullable_null(v, ap) && ap.is_some_and(|a| a.default.is_some())) || needed(v, ap)
+                }
+                None => false,
+            })
+        }
+        Value::Array(items) => {
+            let item_schema = s.items.as_deref();
+            items.iter().any(|v| {
+                (non_nullable_null(v, item_schema) && item_schema.is_some_and(|i| i.default.is_some())) || needed(v, item_schema)
+            })
+        }
+        _ => false,
+    }
+}

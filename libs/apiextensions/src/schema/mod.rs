@@ -46,6 +46,8 @@ pub use node::{AdditionalProperties, Schema};
 pub struct Structural {
     /// Shared: a CRD version's strategy and its CEL validator walk the same parsed schema.
     root: std::sync::Arc<Schema>,
+    /// Whether the schema declares any default.
+    has_defaults: bool,
 }
 
 /// Prunes a default value as kube's `PruneDefaults` does, so that defaulting never brings back
@@ -73,7 +75,8 @@ impl Structural {
     pub fn new(open_api_v3_schema: &Value) -> Result<Structural, String> {
         let mut root = Schema::parse(open_api_v3_schema)?;
         prune_defaults(&mut root);
-        Ok(Structural { root: std::sync::Arc::new(root) })
+        let has_defaults = default::schema_has_defaults(&root);
+        Ok(Structural { root: std::sync::Arc::new(root), has_defaults })
     }
 
     /// The root node, for walking the schema (list and map types for server-side apply).
@@ -150,5 +153,17 @@ impl Structural {
     /// properties, `additionalProperties` and `items`).
     pub fn apply_defaults(&self, obj: &mut Value) {
         default::apply(obj, Some(&self.root));
+    }
+
+    /// `obj` with the schema's defaults, when it lacks some (kube defaults objects read from
+    /// storage too, so a default added to a CRD shows on objects stored before it); None when
+    /// [`Self::apply_defaults`] would change nothing, checked without copying `obj`.
+    pub fn with_defaults(&self, obj: &Value) -> Option<Value> {
+        if !self.has_defaults || !default::needed(obj, Some(&self.root)) {
+            return None;
+        }
+        let mut defaulted = obj.clone();
+        self.apply_defaults(&mut defaulted);
+        Some(defaulted)
     }
 }

@@ -9,9 +9,24 @@ use super::Structural;
 #[track_caller]
 fn check(schema: Value, input: &str, expected: &str) {
     let s = Structural::new(&schema).expect("schema parses");
-    let mut obj: Value = serde_json::from_str(input).expect("valid json");
+    let original: Value = serde_json::from_str(input).expect("valid json");
+    let mut obj = original.clone();
     s.apply_defaults(&mut obj);
     assert_eq!(serde_json::to_string(&obj).expect("serializes"), expected);
+    // The read path's check agrees with the walk: a copy exactly when defaults change it.
+    match s.with_defaults(&original) {
+        Some(defaulted) => assert_eq!(defaulted, obj),
+        None => assert_eq!(original, obj, "with_defaults missed a default"),
+    }
+}
+
+#[test]
+fn reads_copy_only_what_defaults_change() {
+    let s = Structural::new(&json!({"properties": {"spec": {"properties": {"size": {"type": "integer", "default": 1}}}}})).expect("schema");
+    assert_eq!(s.with_defaults(&json!({"spec": {}})), Some(json!({"spec": {"size": 1}})));
+    assert_eq!(s.with_defaults(&json!({"spec": {"size": 3}})), None);
+    let plain = Structural::new(&json!({"properties": {"spec": {"type": "object"}}})).expect("schema");
+    assert_eq!(plain.with_defaults(&json!({"spec": {}})), None);
 }
 
 #[test]

@@ -415,7 +415,14 @@ async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>,
     let spec = scope.spec();
     let strategy = scope.strategy();
     let params = list_params(spec, query)?;
-    let page = srv.rest.list(strategy, ns, &params).await?;
+    let mut page = srv.rest.list(strategy, ns, &params).await?;
+    if !scope.converts() {
+        for item in page.items.iter_mut() {
+            if let Some(defaulted) = scope.read_defaults(item) {
+                *item = Arc::new(defaulted);
+            }
+        }
+    }
     let meta = list_meta(page.resource_version, page.continue_token, page.remaining);
     let value = match output.shape {
         Shape::Table => {
