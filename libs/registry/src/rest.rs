@@ -553,6 +553,7 @@ impl RestStore {
                 m.insert("generation".into(), Value::from(1));
             }
         }
+        crate::omitempty::omit_empty_meta(&mut obj);
         strategy.prepare_for_create(&mut obj);
         strategy.apply_defaults(&mut obj);
         let name = meta_str(&obj, "name").unwrap_or_default().to_owned();
@@ -820,6 +821,7 @@ impl RestStore {
                 }
                 m.remove("selfLink");
             }
+            crate::omitempty::omit_empty_meta(&mut new);
             if target == WriteTarget::Main {
                 strategy.apply_defaults(&mut new);
             }

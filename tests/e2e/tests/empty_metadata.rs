@@ -1,0 +1,139 @@
+//! `metadata` fields kube's `ObjectMeta` omits when empty (issue 25, point 7's class): labels,
+//! annotations, finalizers, ownerReferences, managedFields and empty strings are neither stored
+//! nor answered, whatever the write (create, update, merge patch, server-side apply, status)
+//! and for custom resources too (kube round-trips their `metadata` through `ObjectMeta`).
+//! A client-side re-apply of an object with `labels: {}` is then a no-op write.
+
+use std::time::Duration;
+
+use kapi_e2e::{wait_for, Kapi, OutputExt, Request};
+use serde_json::{json, Value};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const GADGETS: &str = "/apis/example.com/v1/namespaces/default/gadgets";
+
+/// What a client sends for "nothing" in each omitempty field of `metadata`.
+fn empty_meta(name: &str) -> Value {
+    json!({"name": name, "generateName": "", "labels": {}, "annotations": {}, "finalizers": [], "ownerReferences": []})
+}
+
+/// The keys of an answer's `metadata`, sorted.
+fn meta_keys(obj: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = obj["metadata"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+    keys.sort();
+    keys
+}
+
+/// What kube answers in `metadata` for an object written with [`empty_meta`].
+fn expected_keys(namespaced: bool) -> Vec<String> {
+    let mut keys = vec!["creationTimestamp", "managedFields", "name", "resourceVersion", "uid"];
+    if namespaced {
+        keys.push("namespace");
+    }
+    keys.sort();
+    keys.into_iter().map(str::to_owned).collect()
+}
+
+fn ok(r: kapi_e2e::HttpResponse, what: &str) -> Value {
+    assert!(r.status == 200 || r.status == 201, "{what}: {} {}", r.status, r.raw);
+    r.body
+}
+
+#[test]
+fn empty_metadata_fields_are_dropped_on_every_write() {
+    let kapi = Kapi::start().expect("start kapi");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": empty_meta("e"), "data": {"a": "1"}});
+    let created = ok(kapi.request(&Request::new("POST", CMS).json(&cm)), "create");
+    assert_eq!(meta_keys(&created), expected_keys(true), "create: {created}");
+    // Stored as answered.
+    assert_eq!(meta_keys(&kapi.get_json(&format!("{CMS}/e"))), expected_keys(true));
+
+    let mut put = cm.clone();
+    put["data"]["a"] = json!("2");
+    let updated = ok(kapi.request(&Request::new("PUT", &format!("{CMS}/e")).json(&put)), "update");
+    assert_eq!(meta_keys(&updated), expected_keys(true), "update: {updated}");
+    assert_eq!(updated["data"], json!({"a": "2"}));
+
+    let patch = json!({"metadata": {"annotations": {}, "labels": {}, "finalizers": []}, "data": {"a": "3"}});
+    let patched = ok(
+        kapi.request(&Request::new("PATCH", &format!("{CMS}/e")).raw("application/merge-patch+json", patch.to_string())),
+        "merge patch",
+    );
+    assert_eq!(meta_keys(&patched), expected_keys(true), "merge patch: {patched}");
+
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s", "labels": {}, "annotations": {}}, "data": {"a": "1"}});
+    let applied = ok(
+        kapi.request(
+            &Request::new("PATCH", &format!("{CMS}/s?fieldManager=test")).raw("application/apply-patch+yaml", applied.to_string()),
+        ),
+        "apply",
+    );
+    assert_eq!(meta_keys(&applied), expected_keys(true), "apply: {applied}");
+
+    // A status write through a built-in kind's status subresource.
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": empty_meta("empty-meta")});
+    let created = ok(kapi.request(&Request::new("POST", "/api/v1/namespaces").json(&ns)), "namespace");
+    assert!(meta_keys(&created).contains(&"labels".to_owned()), "namespaces get kube's name label: {created}");
+    let mut status = created.clone();
+    status["metadata"]["annotations"] = json!({});
+    status["metadata"]["finalizers"] = json!([]);
+    let updated = ok(kapi.request(&Request::new("PUT", "/api/v1/namespaces/empty-meta/status").json(&status)), "status");
+    assert!(updated["metadata"].get("annotations").is_none() && updated["metadata"].get("finalizers").is_none(), "status: {updated}");
+}
+
+#[test]
+fn custom_resources_drop_empty_metadata_fields_too() {
+    let kapi = Kapi::start().expect("start kapi");
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    ok(kapi.request(&Request::new("POST", CRDS).json(&crd)), "crd");
+    let served = || (kapi.request(&Request::get(GADGETS)).status == 200).then_some(());
+    assert!(wait_for(Duration::from_secs(10), served).is_some(), "gadgets not served");
+
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": empty_meta("g"), "spec": {"empty": {}}});
+    let created = ok(kapi.request(&Request::new("POST", GADGETS).json(&gadget)), "create");
+    let mut with_generation = expected_keys(true);
+    with_generation.push("generation".to_owned());
+    with_generation.sort();
+    assert_eq!(meta_keys(&created), with_generation, "create: {created}");
+    // Only metadata goes through ObjectMeta: the custom resource's own empty map stays.
+    assert_eq!(created["spec"], json!({"empty": {}}));
+
+    let mut status = created.clone();
+    status["metadata"]["labels"] = json!({});
+    status["status"] = json!({"ok": true});
+    let updated = ok(kapi.request(&Request::new("PUT", &format!("{GADGETS}/g/status")).json(&status)), "status");
+    assert_eq!(meta_keys(&updated), with_generation, "status: {updated}");
+}
+
+#[test]
+fn client_side_reapply_of_empty_labels_writes_nothing() {
+    let kapi = Kapi::start().expect("start kapi");
+    let file = kapi.write_file(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: reapply\n  labels: {}\n  annotations: {}\ndata:\n  a: \"1\"\n",
+    );
+    let file = file.to_str().unwrap_or_default();
+    let first = kapi.kubectl(&["apply", "-f", file]).ok("first apply");
+    assert_eq!(first.trim(), "configmap/reapply created");
+    // kubectl diffs the answered object (no labels, as kube answers) with the file: its patch
+    // is `{"metadata":{"labels":{}}}`, not `{}`, so kubectl reports `configured` against kube
+    // too; what matters is that the write changes nothing and stores no empty labels.
+    let before = kapi.get_json(&format!("{CMS}/reapply"));
+    let again = kapi.kubectl(&["apply", "-f", file]).ok("second apply");
+    assert_eq!(again.trim(), "configmap/reapply configured");
+    let after = kapi.get_json(&format!("{CMS}/reapply"));
+    assert_eq!(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"], "a no-op write: {after}");
+    let stored = kapi.get_json(&format!("{CMS}/reapply"));
+    assert!(stored["metadata"].get("labels").is_none(), "{stored}");
+    // Only kubectl's last-applied configuration is annotated.
+    let annotations = stored["metadata"]["annotations"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(annotations, Some(vec!["kubectl.kubernetes.io/last-applied-configuration".to_owned()]));
+}
