@@ -1,0 +1,56 @@
+//! How the server's concurrency limit is shared among priority levels (kube's config
+//! controller): each level's nominal limit is its share of the whole, rounded up; it may lend
+//! `lendablePercent` of it to others and borrow up to `borrowingLimitPercent` of it (without
+//! limit when unset). The dynamic part (how much each level holds at a moment) is the
+//! dispatcher's; these are its bounds.
+
+use crate::config::PriorityLevel;
+
+/// A level's concurrency bounds, in seats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LevelLimits {
+    /// Its share of the server's limit.
+    pub nominal: u32,
+    /// What it keeps when it lends all it may (nominal less lendable).
+    pub min: u32,
+    /// What it may reach by borrowing (nominal plus borrowable).
+    pub max: u32,
+    /// The most seats one request may take: kube's MAX(1, MIN(ceil(15% of nominal),
+    /// nominal / handSize)) for queuing levels, never over the estimator's 10.
+    pub max_seats: u32,
+}
+
+/// kube's share of a level's nominal limit that one request may occupy at most.
+const MAX_SEATS_PERCENT: f64 = 0.15;
+/// The work estimator's own ceiling on one request's seats (and the bound of levels that do
+/// not queue).
+pub const ESTIMATOR_MAX_SEATS: u32 = 10;
+
+/// The bounds of every level (in the order given) for a server concurrency limit of
+/// `server_limit` seats (kube: `--max-requests-inflight` + `--max-mutating-requests-inflight`).
+pub fn allocate(server_limit: u32, levels: &[PriorityLevel]) -> Vec<LevelLimits> {
+    let share_sum: f64 = levels.iter().map(|l| f64::from(l.nominal_concurrency_shares)).sum();
+    levels
+        .iter()
+        .map(|level| {
+            let nominal = if share_sum > 0.0 {
+                (f64::from(server_limit) * f64::from(level.nominal_concurrency_shares) / share_sum).ceil() as u32
+            } else {
+                0
+            };
+            let lendable = (f64::from(nominal) * f64::from(level.lendable_percent) / 100.0).round() as u32;
+            let borrowable = match level.borrowing_limit_percent {
+                Some(percent) => (f64::from(nominal) * f64::from(percent) / 100.0).round() as u32,
+                None => server_limit,
+            };
+            let max_seats = match level.queuing {
+                Some(q) if q.hand_size > 0 => {
+                    let by_share = (f64::from(nominal) * MAX_SEATS_PERCENT).ceil();
+                    (by_share.min(f64::from(nominal / q.hand_size)).max(1.0) as u32).min(ESTIMATOR_MAX_SEATS)
+                }
+                _ => ESTIMATOR_MAX_SEATS,
+            };
+            LevelLimits { nominal, min: nominal.saturating_sub(lendable), max: nominal + borrowable, max_seats }
+        })
+        .collect()
+}
