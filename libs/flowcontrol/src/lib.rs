@@ -4,14 +4,16 @@
 //! classification of a request to a FlowSchema and flow, and how the server's concurrency is
 //! shared among priority levels.
 //!
-//! The filter that queues and dispatches requests (fair queuing over shuffle-sharded queues)
-//! lives in the server, on top of these.
+//! The queues of a level (fair queuing over shuffle-sharded queues) are a state machine here
+//! too; the filter that holds requests while they wait lives in the server, on top of these.
 
 pub mod allocation;
 pub mod bootstrap;
 pub mod config;
 pub mod matching;
+pub mod queueset;
 
 pub use allocation::{allocate, LevelLimits};
 pub use config::{Config, FlowSchema, PriorityLevel};
 pub use matching::{classify, Classification, RequestDigest};
+pub use queueset::{Arrival, QueueSet, Running};

@@ -1,0 +1,314 @@
+//! The queues of one limited priority level (kube's `fairqueuing/queueset`): a request is dealt
+//! a hand of queues by its flow's hash (shuffle sharding) and waits in the hand's queue with the
+//! least waiting work; whenever seats are free, the queue whose head would finish first in
+//! virtual time (fair queuing: each active queue advances at an equal share of the level's
+//! seats) dispatches. A flow that floods the level fills its own few queues and waits there;
+//! other flows keep their share.
+//!
+//! A state machine without clocks or tasks: the caller passes the time (seconds since any
+//! fixed origin) and runs the requests this answers as dispatched.
+
+use std::collections::VecDeque;
+
+use crate::config::Queuing;
+
+/// kube's estimate of a request's service time, until it finishes and the real one is known.
+const ESTIMATED_SERVICE_SECONDS: f64 = 0.003;
+
+/// A request waiting in or running through the set.
+pub type RequestId = u64;
+
+/// What becomes of a request on arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Runs now.
+    Execute,
+    /// Waits in a queue until [`QueueSet::finish`] or [`QueueSet::set_limit`] dispatches it.
+    Queued,
+    /// Refused: its queue is full (or, without queues, no seats are free).
+    Rejected,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    id: RequestId,
+    seats: u32,
+    arrival_r: f64,
+}
+
+impl Waiting {
+    fn work(&self) -> f64 {
+        f64::from(self.seats) * ESTIMATED_SERVICE_SECONDS
+    }
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    /// The virtual time at which the queue's next request may start.
+    next_dispatch_r: f64,
+    executing: u32,
+    seats_in_use: u32,
+}
+
+impl Queue {
+    fn idle(&self) -> bool {
+        self.waiting.is_empty() && self.executing == 0
+    }
+
+    fn waiting_work(&self) -> f64 {
+        self.waiting.iter().map(Waiting::work).sum()
+    }
+}
+
+/// A running request: where its seats come from, for [`QueueSet::finish`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Running {
+    /// The request.
+    pub id: RequestId,
+    seats: u32,
+    queue: Option<usize>,
+    started: f64,
+}
+
+/// The queues of one priority level.
+#[derive(Debug)]
+pub struct QueueSet {
+    queues: Vec<Queue>,
+    hand_size: usize,
+    queue_length_limit: usize,
+    /// Seats the level may use now (its nominal limit, moved by lending and borrowing).
+    limit: u32,
+    seats_in_use: u32,
+    executing: u32,
+    waiting: usize,
+    /// Virtual time, in seat-seconds.
+    current_r: f64,
+    last_time: f64,
+    enqueues: usize,
+    robin: usize,
+    /// Requests dispatched from queues since the caller last took them.
+    dispatched: Vec<Running>,
+}
+
+impl QueueSet {
+    /// The queues of a level with `limit` seats; `queuing` None for levels that reject at
+    /// once.
+    pub fn new(queuing: Option<Queuing>, limit: u32, now: f64) -> QueueSet {
+        let (queues, hand_size, queue_length_limit) = match queuing {
+            Some(q) => (q.queues as usize, (q.hand_size as usize).clamp(1, (q.queues as usize).max(1)), q.queue_length_limit as usize),
+            None => (0, 0, 0),
+        };
+        QueueSet {
+            queues: (0..queues).map(|_| Queue::default()).collect(),
+            hand_size,
+            queue_length_limit,
+            limit,
+            seats_in_use: 0,
+            executing: 0,
+            waiting: 0,
+            current_r: 0.0,
+            last_time: now,
+            enqueues: 0,
+            robin: 0,
+            dispatched: Vec::new(),
+        }
+    }
+
+    /// Seats in use now.
+    pub fn seats_in_use(&self) -> u32 {
+        self.seats_in_use
+    }
+
+    /// Requests waiting now.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Advances virtual time: each active queue progresses at an equal share of the seats the
+    /// level can use for them.
+    fn sync_time(&mut self, now: f64) {
+        let elapsed = (now - self.last_time).max(0.0);
+        self.last_time = now;
+        let active = self.queues.iter().filter(|q| !q.idle()).count();
+        if active == 0 {
+            return;
+        }
+        let requested: u32 = self.queues.iter().map(|q| q.seats_in_use + q.waiting.iter().map(|w| w.seats).sum::<u32>()).sum();
+        let ratio = f64::from(requested.min(self.limit)) / active as f64;
+        self.current_r += ratio * elapsed;
+    }
+
+    /// A request of `seats` seats from the flow whose hash is `flow_hash` arrives. On
+    /// `Execute` the request runs now; take its [`Running`] from [`QueueSet::take_dispatched`].
+    pub fn arrive(&mut self, now: f64, id: RequestId, flow_hash: u64, seats: u32) -> Arrival {
+        self.sync_time(now);
+        let seats = seats.max(1);
+        if self.queues.is_empty() {
+            if !self.fits(seats) {
+                return Arrival::Rejected;
+            }
+            self.start(Running { id, seats, queue: None, started: now });
+            return Arrival::Execute;
+        }
+        let queue = self.shuffle_shard(flow_hash);
+        if self.seats_in_use >= self.limit && self.queues[queue].waiting.len() >= self.queue_length_limit {
+            return Arrival::Rejected;
+        }
+        let q = &mut self.queues[queue];
+        if q.idle() {
+            q.next_dispatch_r = self.current_r;
+        }
+        q.waiting.push_back(Waiting { id, seats, arrival_r: self.current_r });
+        self.waiting += 1;
+        self.dispatch_as_much_as_possible(now);
+        if self.dispatched.iter().any(|r| r.id == id) {
+            Arrival::Execute
+        } else {
+            Arrival::Queued
+        }
+    }
+
+    /// Requests dispatched since the last call (the one that just arrived with `Execute`, and
+    /// queued ones that may run now).
+    pub fn take_dispatched(&mut self) -> Vec<Running> {
+        std::mem::take(&mut self.dispatched)
+    }
+
+    /// A running request is done: its seats go to the queues.
+    pub fn finish(&mut self, now: f64, running: Running) {
+        self.sync_time(now);
+        self.executing -= 1;
+        self.seats_in_use -= running.seats;
+        if let Some(index) = running.queue {
+            let q = &mut self.queues[index];
+            q.executing -= 1;
+            q.seats_in_use -= running.seats;
+            // The estimate charged at dispatch is replaced by what the request really took.
+            let actual = (now - running.started).max(0.0);
+            q.next_dispatch_r -= f64::from(running.seats) * (ESTIMATED_SERVICE_SECONDS - actual);
+            Self::bound_next_dispatch(q);
+        }
+        self.dispatch_as_much_as_possible(now);
+    }
+
+    /// A queued request gave up (its client left, or it waited too long): it leaves its
+    /// queue. False when it is not waiting (already dispatched).
+    pub fn cancel(&mut self, id: RequestId) -> bool {
+        for q in &mut self.queues {
+            if let Some(at) = q.waiting.iter().position(|w| w.id == id) {
+                q.waiting.remove(at);
+                self.waiting -= 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The level's seats changed (borrowing and lending move them): more may run now.
+    pub fn set_limit(&mut self, now: f64, limit: u32) {
+        self.sync_time(now);
+        self.limit = limit;
+        self.dispatch_as_much_as_possible(now);
+    }
+
+    /// kube's `canAccommodateSeats`: a request wider than the whole level runs alone.
+    fn fits(&self, seats: u32) -> bool {
+        if seats > self.limit {
+            return self.executing == 0;
+        }
+        self.seats_in_use + seats <= self.limit
+    }
+
+    fn start(&mut self, running: Running) {
+        self.executing += 1;
+        self.seats_in_use += running.seats;
+        self.dispatched.push(running);
+    }
+
+    /// Of the flow's hand, the queue with the least waiting work (ties: the first in a
+    /// rotating order, so ties do not always favour one queue).
+    fn shuffle_shard(&mut self, flow_hash: u64) -> usize {
+        let hand = deal(flow_hash, self.queues.len(), self.hand_size);
+        let offset = self.enqueues % hand.len();
+        self.enqueues += 1;
+        let mut best = hand[offset];
+        let mut least = f64::INFINITY;
+        for i in 0..hand.len() {
+            let index = hand[(offset + i) % hand.len()];
+            let work = self.queues[index].waiting_work();
+            if work < least {
+                least = work;
+                best = index;
+            }
+        }
+        best
+    }
+
+    fn dispatch_as_much_as_possible(&mut self, now: f64) {
+        while self.waiting > 0 && self.seats_in_use < self.limit && self.dispatch_one(now) {}
+    }
+
+    /// Dispatches the head of the queue that would finish it first in virtual time, if its
+    /// seats fit.
+    fn dispatch_one(&mut self, now: f64) -> bool {
+        let n = self.queues.len();
+        let mut best: Option<(usize, f64)> = None;
+        for _ in 0..n {
+            self.robin = (self.robin + 1) % n;
+            let q = &self.queues[self.robin];
+            if let Some(head) = q.waiting.front() {
+                let finish = q.next_dispatch_r + head.work();
+                if best.is_none_or(|(_, f)| finish < f) {
+                    best = Some((self.robin, finish));
+                }
+            }
+        }
+        let Some((index, _)) = best else { return false };
+        let seats = self.queues[index].waiting.front().map_or(1, |w| w.seats);
+        if !self.fits(seats) {
+            return false;
+        }
+        self.robin = index;
+        let q = &mut self.queues[index];
+        let Some(head) = q.waiting.pop_front() else { return false };
+        self.waiting -= 1;
+        q.executing += 1;
+        q.seats_in_use += head.seats;
+        q.next_dispatch_r += head.work();
+        Self::bound_next_dispatch(q);
+        self.start(Running { id: head.id, seats: head.seats, queue: Some(index), started: now });
+        true
+    }
+
+    /// A queue's next start is never before its oldest waiting request arrived.
+    fn bound_next_dispatch(q: &mut Queue) {
+        if let Some(oldest) = q.waiting.front() {
+            q.next_dispatch_r = q.next_dispatch_r.max(oldest.arrival_r);
+        }
+    }
+}
+
+/// kube's shuffle-sharding dealer: `hand_size` distinct queues of `deck_size`, drawn from the
+/// hash as a mixed-radix number (so flows with different hashes rarely share a whole hand).
+pub fn deal(hash: u64, deck_size: usize, hand_size: usize) -> Vec<usize> {
+    let hand_size = hand_size.min(deck_size);
+    let mut value = hash;
+    let mut remainders = Vec::with_capacity(hand_size);
+    for i in 0..hand_size {
+        let radix = (deck_size - i) as u64;
+        remainders.push((value % radix) as usize);
+        value /= radix;
+    }
+    let mut hand = Vec::with_capacity(hand_size);
+    for i in 0..hand_size {
+        let mut card = remainders[i];
+        for j in (1..=i).rev() {
+            if card >= remainders[j - 1] {
+                card += 1;
+            }
+        }
+        hand.push(card);
+    }
+    hand
+}

@@ -1,0 +1,103 @@
+//! Fair queuing of one priority level: flows share the seats evenly however hard one pushes,
+//! queues bound what waits, and levels without queues refuse at once.
+
+use kapi_flowcontrol::config::Queuing;
+use kapi_flowcontrol::queueset::deal;
+use kapi_flowcontrol::{Arrival, QueueSet, Running};
+
+#[test]
+fn hands_are_distinct_queues_of_the_deck() {
+    assert_eq!(deal(0, 64, 3), vec![0, 1, 2]);
+    for hash in [1u64, 7, 12_345, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
+        let hand = deal(hash, 64, 6);
+        assert_eq!(hand.len(), 6);
+        assert!(hand.iter().all(|&c| c < 64), "{hand:?}");
+        let mut sorted = hand.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 6, "distinct: {hand:?}");
+    }
+    assert_ne!(deal(1, 64, 6), deal(2, 64, 6));
+}
+
+/// Runs every dispatched request for `duration` and returns the ids in dispatch order.
+fn drain(set: &mut QueueSet, mut now: f64, duration: f64) -> Vec<u64> {
+    let mut order = Vec::new();
+    let mut running: Vec<Running> = set.take_dispatched();
+    while let Some(r) = running.pop() {
+        order.push(r.id);
+        now += duration;
+        set.finish(now, r);
+        running.extend(set.take_dispatched());
+    }
+    order
+}
+
+#[test]
+fn a_flooding_flow_gets_its_share_not_the_level() {
+    // One seat; the flood arrives first with 40 requests, then a quiet flow with 5.
+    let queuing = Queuing { queues: 64, hand_size: 6, queue_length_limit: 50 };
+    let mut set = QueueSet::new(Some(queuing), 1, 0.0);
+    let (flood, quiet) = (0x1111_2222_3333_4444u64, 0x9999_8888_7777_6666u64);
+    for id in 0..40 {
+        let arrival = set.arrive(0.0, id, flood, 1);
+        assert_ne!(arrival, Arrival::Rejected, "request {id}");
+    }
+    for id in 100..105 {
+        assert_eq!(set.arrive(0.0, id, quiet, 1), Arrival::Queued);
+    }
+    let order = drain(&mut set, 0.0, 0.003);
+    assert_eq!(order.len(), 45);
+    // The quiet flow does not wait behind the flood: all of its 5 run within the first 12
+    // dispatches (FIFO would run them last, at 41-45).
+    let last_quiet = order.iter().rposition(|id| *id >= 100).expect("quiet ran");
+    assert!(last_quiet < 12, "quiet flow's last request at {last_quiet}: {order:?}");
+}
+
+#[test]
+fn a_full_queue_rejects_and_the_rest_wait_their_turn() {
+    let queuing = Queuing { queues: 1, hand_size: 1, queue_length_limit: 2 };
+    let mut set = QueueSet::new(Some(queuing), 1, 0.0);
+    assert_eq!(set.arrive(0.0, 1, 7, 1), Arrival::Execute);
+    let first = set.take_dispatched();
+    assert_eq!(first.len(), 1);
+    assert_eq!(set.arrive(0.0, 2, 7, 1), Arrival::Queued);
+    assert_eq!(set.arrive(0.0, 3, 7, 1), Arrival::Queued);
+    assert_eq!(set.arrive(0.0, 4, 7, 1), Arrival::Rejected);
+    assert_eq!(set.waiting(), 2);
+    // A waiting request may leave; the next finish dispatches the one that stayed.
+    assert!(set.cancel(2));
+    assert!(!set.cancel(2));
+    set.finish(0.01, first[0]);
+    let next = set.take_dispatched();
+    assert_eq!(next.iter().map(|r| r.id).collect::<Vec<_>>(), vec![3]);
+    assert_eq!((set.waiting(), set.seats_in_use()), (0, 1));
+}
+
+#[test]
+fn levels_without_queues_reject_when_their_seats_are_taken() {
+    let mut set = QueueSet::new(None, 2, 0.0);
+    assert_eq!(set.arrive(0.0, 1, 1, 1), Arrival::Execute);
+    assert_eq!(set.arrive(0.0, 2, 2, 1), Arrival::Execute);
+    assert_eq!(set.arrive(0.0, 3, 3, 1), Arrival::Rejected);
+    let running = set.take_dispatched();
+    set.finish(0.1, running[0]);
+    assert_eq!(set.arrive(0.1, 4, 4, 1), Arrival::Execute);
+    // A request wider than the level runs only alone.
+    let mut wide = QueueSet::new(None, 2, 0.0);
+    assert_eq!(wide.arrive(0.0, 1, 1, 5), Arrival::Execute);
+    assert_eq!(wide.arrive(0.0, 2, 1, 1), Arrival::Rejected);
+}
+
+#[test]
+fn more_seats_dispatch_what_waits() {
+    let queuing = Queuing { queues: 8, hand_size: 2, queue_length_limit: 10 };
+    let mut set = QueueSet::new(Some(queuing), 1, 0.0);
+    for id in 0..4 {
+        set.arrive(0.0, id, id * 7919, 1);
+    }
+    assert_eq!(set.take_dispatched().len(), 1);
+    set.set_limit(0.0, 3);
+    assert_eq!(set.take_dispatched().len(), 2);
+    assert_eq!((set.waiting(), set.seats_in_use()), (1, 3));
+}
