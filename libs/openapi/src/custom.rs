@@ -275,38 +275,40 @@ fn write_tree(out: &mut Vec<u8>, value: &impl serde::Serialize) {
     let _ = serde_json::to_writer(&mut *out, value);
 }
 
-/// Writes an object of `entries` in their (sorted) order, as serde_json writes a map.
-fn write_object(out: &mut Vec<u8>, entries: &BTreeMap<&str, Json<'_>>) {
+/// Writes `{"<key>":<value>,...}` with each value written by its writer, in order, as
+/// serde_json writes a map.
+fn write_entries<'k, W: FnOnce(&mut Vec<u8>)>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'k str, W)>) {
     out.push(b'{');
-    for (i, (key, value)) in entries.iter().enumerate() {
+    for (i, (key, write)) in entries.enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_tree(out, key);
+        write_tree(out, &key);
         out.push(b':');
-        match value {
-            Json::Tree(v) => write_tree(out, v),
-            Json::Text(t) => out.extend_from_slice(t.as_str().as_bytes()),
-        }
+        write(out);
     }
     out.push(b'}');
+}
+
+/// Writes an object of `entries` in their (sorted) order.
+fn write_object(out: &mut Vec<u8>, entries: &BTreeMap<&str, Json<'_>>) {
+    write_entries(
+        out,
+        entries.iter().map(|(key, value)| {
+            (*key, move |o: &mut Vec<u8>| match value {
+                Json::Tree(v) => write_tree(o, v),
+                Json::Text(t) => o.extend_from_slice(t.as_str().as_bytes()),
+            })
+        }),
+    );
 }
 
 /// Writes the value of one field of a document.
 type FieldWriter<'a> = &'a dyn Fn(&mut Vec<u8>);
 
-/// Writes `{"<key>":<value>,...}` for fields written by the closures, in order.
+/// Writes the fields of a document, in order.
 fn write_fields(out: &mut Vec<u8>, fields: &[(&str, FieldWriter<'_>)]) {
-    out.push(b'{');
-    for (i, (key, write)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_tree(out, key);
-        out.push(b':');
-        write(out);
-    }
-    out.push(b'}');
+    write_entries(out, fields.iter().map(|(key, write)| (*key, |o: &mut Vec<u8>| write(o))));
 }
 
 /// The v3 document of one custom group version: the parts' paths and schemas merged (as
@@ -367,4 +369,40 @@ fn gv_document(built: &Built, parts: &[Arc<CustomPart>]) -> (Bytes, String) {
     let bytes = Bytes::from(out);
     let hash = fnv_hex(&bytes);
     (bytes, hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OpenApi;
+
+    fn part() -> CustomPart {
+        let schema = json!({"type": "object", "description": "A \"widget\" <b>", "properties": {"spec": {"type": "object"}}});
+        let path = json!({"get": {"operationId": "listExampleComV1Widget", "responses": {"200": {"schema": {"$ref": "#/components/schemas/com.example.v1.Widget"}}}}});
+        CustomPart::new(CustomPartTrees {
+            group: "example.com".into(),
+            version: "v1".into(),
+            v2_paths: [("/apis/example.com/v1/widgets".to_owned(), path.clone())].into_iter().collect(),
+            v2_definitions: [("com.example.v1.Widget".to_owned(), schema.clone())].into_iter().collect(),
+            v3_paths: [("/apis/example.com/v1/widgets".to_owned(), path)].into_iter().collect(),
+            v3_schemas: [("com.example.v1.Widget".to_owned(), schema)].into_iter().collect(),
+        })
+    }
+
+    #[test]
+    fn spliced_documents_are_the_json_serde_would_write() {
+        let openapi = OpenApi::new(Vec::new());
+        openapi.set_custom_parts(vec![Arc::new(part())]);
+        for doc in [openapi.v2(), openapi.v3_group_version("apis/example.com/v1").expect("custom group version")] {
+            let parsed: Value = serde_json::from_slice(&doc).expect("valid JSON");
+            assert_eq!(serde_json::to_vec(&parsed).expect("serializes"), doc.to_vec(), "byte for byte");
+        }
+        let v2: Value = serde_json::from_slice(&openapi.v2()).expect("v2");
+        assert_eq!(v2["definitions"]["com.example.v1.Widget"]["description"], "A \"widget\" <b>");
+        assert!(v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object(), "built-in definitions stay");
+        assert!(v2["paths"]["/apis/example.com/v1/widgets"]["get"].is_object());
+        let v3: Value = serde_json::from_slice(&openapi.v3_group_version("apis/example.com/v1").expect("v3")).expect("v3 JSON");
+        assert_eq!(v3["components"]["schemas"]["com.example.v1.Widget"]["properties"]["spec"]["type"], "object");
+        assert_eq!(part().v3_refs, vec!["com.example.v1.Widget".to_owned()]);
+    }
 }
