@@ -45,6 +45,10 @@ fn is_num(t: &Ty) -> bool {
     matches!(t, Ty::Int | Ty::Uint | Ty::Double)
 }
 
+fn is_time(t: &Ty) -> bool {
+    matches!(t, Ty::Duration | Ty::Timestamp)
+}
+
 fn known(t: &Ty) -> bool {
     !matches!(t, Ty::Dyn)
 }
@@ -273,11 +277,14 @@ impl Checker {
             op::LESS | op::LESS_EQUALS | op::GREATER | op::GREATER_EQUALS if bin => {
                 let ok = dynamic
                     || (is_num(&x.ty) && is_num(&y.ty))
-                    || (x.ty == y.ty && matches!(x.ty, Ty::String | Ty::Bytes | Ty::Bool));
+                    || (x.ty == y.ty && matches!(x.ty, Ty::String | Ty::Bytes | Ty::Bool))
+                    || (x.ty == y.ty && is_time(&x.ty));
                 if !ok {
                     return Some(Err(overload_err(id, f, a)));
                 }
-                Ok(est(Ty::Bool, 0, factor(x.max.min(y.max), 0.1) + 1))
+                // cel-go traverses strings and bytes; other comparisons are O(1)
+                let cost = if is_time(&x.ty) { 1 } else { factor(x.max.min(y.max), 0.1) + 1 };
+                Ok(est(Ty::Bool, 0, cost))
             }
             op::ADD if bin => match (&x.ty, &y.ty) {
                 (Ty::String, Ty::String) | (Ty::Bytes, Ty::Bytes) => {
@@ -290,6 +297,14 @@ impl Checker {
                     Ok(est(Ty::List(elem), n, factor(n, 0.1) + 1))
                 }
                 (t, u) if t == u && is_num(t) => Ok(est(t.clone(), 0, 1)),
+                (Ty::Duration, Ty::Duration) => Ok(est(Ty::Duration, 0, 1)),
+                (Ty::Timestamp, Ty::Duration) | (Ty::Duration, Ty::Timestamp) => Ok(est(Ty::Timestamp, 0, 1)),
+                _ if dynamic => Ok(Est { d: Decl::dyn_(), cost: 1 }),
+                _ => Err(overload_err(id, f, a)),
+            },
+            op::SUBSTRACT if bin && (is_time(&x.ty) || is_time(&y.ty)) => match (&x.ty, &y.ty) {
+                (Ty::Duration, Ty::Duration) | (Ty::Timestamp, Ty::Timestamp) => Ok(est(Ty::Duration, 0, 1)),
+                (Ty::Timestamp, Ty::Duration) => Ok(est(Ty::Timestamp, 0, 1)),
                 _ if dynamic => Ok(Est { d: Decl::dyn_(), cost: 1 }),
                 _ => Err(overload_err(id, f, a)),
             },

@@ -2,11 +2,12 @@
 //! shared environment, type-check against the schema node (`self`, `oldSelf`), estimate the
 //! worst-case cost, and do the same for `messageExpression`.
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::{ParseErrors, Program};
 use serde_json::Value;
 
 use super::check::{Checker, Est, TypeError};
+use super::time;
 use super::types::{Decl, Ty};
 
 /// One rule as written in the schema.
@@ -83,32 +84,50 @@ fn type_issue(src: &str, p: &Program, e: &TypeError) -> String {
     issue(src, line, col, &e.msg)
 }
 
+/// The first expression in `e` (itself included, depth first) for which `pred` holds.
+pub(crate) fn find<'a>(e: &'a IdedExpr, pred: &mut impl FnMut(&IdedExpr) -> bool) -> Option<&'a IdedExpr> {
+    if pred(e) {
+        return Some(e);
+    }
+    let entries = |entries: &'a [cel::common::ast::IdedEntryExpr]| -> Vec<&'a IdedExpr> {
+        entries
+            .iter()
+            .flat_map(|x| match &x.expr {
+                EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+                EntryExpr::StructField(f) => vec![&f.value],
+            })
+            .collect()
+    };
+    let children: Vec<&IdedExpr> = match &e.expr {
+        Expr::Select(s) => vec![&s.operand],
+        Expr::Call(c) => c.target.as_deref().into_iter().chain(c.args.iter()).collect(),
+        Expr::List(l) => l.elements.iter().collect(),
+        Expr::Map(m) => entries(&m.entries),
+        Expr::Struct(s) => entries(&s.entries),
+        Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    };
+    children.into_iter().find_map(|c| find(c, pred))
+}
+
 /// Whether `e` mentions the identifier `name`.
 pub(crate) fn mentions(e: &IdedExpr, name: &str) -> bool {
-    match &e.expr {
-        Expr::Ident(n) => n == name,
-        Expr::Select(s) => mentions(&s.operand, name),
-        Expr::Call(c) => {
-            c.target.as_deref().is_some_and(|t| mentions(t, name)) || c.args.iter().any(|a| mentions(a, name))
-        }
-        Expr::List(l) => l.elements.iter().any(|x| mentions(x, name)),
-        Expr::Map(m) => m.entries.iter().any(|x| match &x.expr {
-            EntryExpr::MapEntry(me) => mentions(&me.key, name) || mentions(&me.value, name),
-            EntryExpr::StructField(f) => mentions(&f.value, name),
-        }),
-        Expr::Struct(s) => s.entries.iter().any(|x| match &x.expr {
-            EntryExpr::MapEntry(me) => mentions(&me.key, name) || mentions(&me.value, name),
-            EntryExpr::StructField(f) => mentions(&f.value, name),
-        }),
-        Expr::Comprehension(c) => {
-            mentions(&c.iter_range, name)
-                || mentions(&c.accu_init, name)
-                || mentions(&c.loop_cond, name)
-                || mentions(&c.loop_step, name)
-                || mentions(&c.result, name)
-        }
-        Expr::Literal(_) | Expr::Unspecified => false,
-    }
+    find(e, &mut |x| matches!(&x.expr, Expr::Ident(n) if n == name)).is_some()
+}
+
+/// cel-go's duration and timestamp literal validators, which kube runs after type checking: a
+/// string literal that `duration()` or `timestamp()` would refuse at run time fails compilation.
+fn literal_error(e: &IdedExpr) -> Option<TypeError> {
+    let bad = find(e, &mut |x| match &x.expr {
+        Expr::Call(c) if c.target.is_none() && c.args.len() == 1 => match (&c.args[0].expr, c.func_name.as_str()) {
+            (Expr::Literal(LiteralValue::String(s)), "duration") => time::go_duration(s.inner()).is_none(),
+            (Expr::Literal(LiteralValue::String(s)), "timestamp") => time::rfc3339(s.inner()).is_none(),
+            _ => false,
+        },
+        _ => false,
+    })?;
+    let Expr::Call(c) = &bad.expr else { return None };
+    Some(TypeError { id: c.args[0].id, msg: format!("invalid {} argument", c.func_name) })
 }
 
 /// The variables of a rule at a node typed `decl`.
@@ -119,7 +138,11 @@ pub(crate) fn variables(decl: &Decl, optional_old_self: bool) -> Vec<(String, De
 }
 
 fn check(p: &Program, vars: Vec<(String, Decl)>) -> Result<Est, TypeError> {
-    Checker::new(vars).check(p.expression())
+    let r = Checker::new(vars).check(p.expression())?;
+    match literal_error(p.expression()) {
+        Some(e) => Err(e),
+        None => Ok(r),
+    }
 }
 
 /// Compiles `spec` for a node typed `decl`.

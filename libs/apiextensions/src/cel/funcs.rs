@@ -1,11 +1,12 @@
 //! The CEL environment kube gives rules, built once: CEL's standard library and macros, the
 //! strings, lists and math extensions of the cel crate, and kube's libraries implemented here
-//! (regex `find`/`findAll`, lists, url, quantity, ip, cidr, format, sets).
+//! (regex `find`/`findAll`, lists, url, quantity, ip, cidr, format, sets). Durations and
+//! timestamps are the cel crate's (its `chrono` feature), with cel-go's `int(duration)` added.
 
 use std::cmp::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use cel::common::types::{DYN_TYPE, LIST_TYPE, STRING_TYPE};
+use cel::common::types::{DURATION_TYPE, DYN_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::objects::{Key, Map, OptionalValue};
 use cel::{Env, ExecutionError, Value};
@@ -272,6 +273,12 @@ wrap! {
     sets_contains_fn => |a: &[Value]| sets(a, "sets.contains");
     sets_equivalent_fn => |a: &[Value]| sets(a, "sets.equivalent");
     sets_intersects_fn => |a: &[Value]| sets(a, "sets.intersects");
+    int_from_duration_fn => |a: &[Value]| -> R {
+        match &a[0] {
+            Value::Duration(d) => d.num_nanoseconds().map(Value::Int).ok_or_else(|| fail("int", "integer overflow")),
+            _ => Err(fail("int", "no such overload")),
+        }
+    };
 }
 
 type F = cel::common::functions::Function;
@@ -348,6 +355,8 @@ fn build() -> Result<Env, cel::DeclarationError> {
     for (name, n, f) in globals {
         env.add_overload(name, &format!("kube_{name}_{n}"), (0..*n).map(|_| DYN_TYPE).collect(), *f)?;
     }
+    // cel-go's `int(duration)`, in nanoseconds, which the cel crate lacks
+    env.add_overload("int", "kube_duration_to_int", vec![DURATION_TYPE], int_from_duration_fn)?;
     Ok(env)
 }
 

@@ -110,6 +110,23 @@ pub(crate) fn function(id: u64, f: &str, member: bool, a: &[&Est]) -> Result<Est
             e(ty, a[0].d.max, 1)
         }
         "string" if n == 1 && !member => e(Ty::String, a[0].d.max.max(20), 1),
+        "duration" if n == 1 && !member => match t0 {
+            Ty::String | Ty::Duration | Ty::Dyn => e(Ty::Duration, 0, 1),
+            _ => Err(bad()),
+        },
+        "timestamp" if n == 1 && !member => match t0 {
+            Ty::String | Ty::Timestamp | Ty::Int | Ty::Dyn => e(Ty::Timestamp, 0, 1),
+            _ => Err(bad()),
+        },
+        "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" if member && n == 1 && t0 == Ty::Duration => {
+            e(Ty::Int, 0, 1)
+        }
+        "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" | "getFullYear" | "getMonth" | "getDayOfMonth"
+        | "getDayOfWeek" | "getDayOfYear" | "getDate"
+            if member && (n == 1 || (n == 2 && is(&a[1].d.ty, &Ty::String))) && is(&t0, &Ty::Timestamp) =>
+        {
+            e(Ty::Int, 0, 1)
+        }
         "matches" | "find" | "findAll" if (2..=3).contains(&n) && strings_ok(&a[..2]) => {
             let cost = factor(a[0].d.max, 0.1).max(1).saturating_mul(factor(a[1].d.max, 0.25).max(1));
             let ty = match f {
@@ -310,6 +327,18 @@ fn known_name(f: &str) -> bool {
         "value",
         "orValue",
         "or",
+        "duration",
+        "timestamp",
+        "getHours",
+        "getMinutes",
+        "getSeconds",
+        "getMilliseconds",
+        "getFullYear",
+        "getMonth",
+        "getDayOfMonth",
+        "getDayOfWeek",
+        "getDayOfYear",
+        "getDate",
     ];
     NAMES.contains(&f)
 }

@@ -19,12 +19,15 @@ mod funcs;
 mod library;
 mod net;
 mod runtime;
+mod time;
 mod types;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_lib;
+#[cfg(test)]
+mod tests_time;
 
 use std::collections::BTreeMap;
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::check::Checker;
 use super::compile::{variables, CompiledRule};
+use super::time;
 use super::types::{escape, with_actual_sizes};
 use super::Node;
 use crate::schema::{AdditionalProperties, Schema};
@@ -32,7 +33,10 @@ pub(crate) fn to_cel(s: Option<&Schema>, v: &Value) -> CelValue {
             (Some("number"), _) | (_, None) => CelValue::Float(n.as_f64().unwrap_or(0.0)),
             (_, Some(i)) => CelValue::Int(i),
         },
-        Value::String(x) => CelValue::String(Arc::new(x.clone())),
+        Value::String(x) => match s.map(|s| (s.type_.as_str(), s.format.as_str())) {
+            Some(("string", f @ ("duration" | "date" | "date-time"))) => time_value(f, x),
+            _ => CelValue::String(Arc::new(x.clone())),
+        },
         Value::Array(a) => {
             let items = s.and_then(|s| s.items.as_deref());
             CelValue::List(Arc::new(a.iter().map(|x| to_cel(items, x)).collect()))
@@ -51,6 +55,46 @@ pub(crate) fn to_cel(s: Option<&Schema>, v: &Value) -> CelValue {
             }
             CelValue::Map(Map { map: Arc::new(out) })
         }
+    }
+}
+
+/// A string of a `duration`, `date` or `date-time` schema as kube converts it; one that does
+/// not parse (schema validation refuses it first) is an [`Unparsed`] carrying kube's message
+/// (for dates, without Go's trailing `cannot parse ... as ...` detail).
+fn time_value(format: &str, x: &str) -> CelValue {
+    let parsed = match format {
+        "duration" => time::openapi_duration(x).map(|n| CelValue::Duration(chrono::Duration::nanoseconds(n))),
+        "date" => time::date(x).map(CelValue::Timestamp),
+        _ => time::date_time(x).map(CelValue::Timestamp),
+    };
+    parsed.unwrap_or_else(|| {
+        let message = match format {
+            "duration" => format!("Invalid duration {x}: unable to parse {x} as duration"),
+            "date" => format!("Invalid date formatted string {x}: parsing time {x:?} as \"2006-01-02\""),
+            _ => format!("Invalid date-time formatted string {x}: parsing time {x:?} as \"2006-01-02T15:04:05Z07:00\""),
+        };
+        CelValue::Opaque(Arc::new(Unparsed(message)))
+    })
+}
+
+/// kube's error value for a formatted string that does not parse: using it fails the rule with
+/// this message.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Unparsed(String);
+
+impl cel::objects::Opaque for Unparsed {
+    fn runtime_type_name(&self) -> &str {
+        "kapi.unparsed"
+    }
+}
+
+/// The message of the first [`Unparsed`] value in `v`.
+fn unparsed(v: &CelValue) -> Option<String> {
+    match v {
+        CelValue::Opaque(o) => o.downcast_ref::<Unparsed>().map(|u| u.0.clone()),
+        CelValue::List(l) => l.iter().find_map(unparsed),
+        CelValue::Map(m) => m.map.values().find_map(unparsed),
+        _ => None,
     }
 }
 
@@ -80,6 +124,11 @@ pub(crate) struct Run {
 fn exec_error(e: &ExecutionError) -> String {
     match e {
         ExecutionError::NoSuchKey(k) => format!("no such key: {k}"),
+        // cel-go's text when `duration(s)` or `timestamp(s)` does not parse
+        ExecutionError::FunctionError { function, .. } if function == "duration" || function == "timestamp" => {
+            let ty = if function == "duration" { "Duration" } else { "Timestamp" };
+            format!("type conversion error from 'string' to 'google.protobuf.{ty}'")
+        }
         other => other.to_string(),
     }
 }
@@ -210,6 +259,12 @@ impl Run {
             }
             self.budget -= cost as i64;
             let result = bound.and_then(|_| program.execute(&ctx));
+            if result.is_err() {
+                if let Some(m) = unparsed(&self_val).or_else(|| old_val.as_ref().and_then(unparsed)) {
+                    self.value_error(path, s, format!("{m} evaluating rule: {rule_text}"));
+                    continue;
+                }
+            }
             match result {
                 Ok(CelValue::Bool(true)) => continue,
                 Ok(CelValue::Bool(false)) => {}

@@ -24,6 +24,10 @@ pub(crate) enum Ty {
     Double,
     String,
     Bytes,
+    /// `google.protobuf.Duration`: strings of `format: duration`, `duration('1h')`.
+    Duration,
+    /// `google.protobuf.Timestamp`: strings of `format: date` or `date-time`, `timestamp(...)`.
+    Timestamp,
     /// A list, with its element type.
     List(Box<Decl>),
     /// A map with string keys (additionalProperties), with its value type.
@@ -73,6 +77,8 @@ impl Ty {
             Ty::Double => "double".into(),
             Ty::String => "string".into(),
             Ty::Bytes => "bytes".into(),
+            Ty::Duration => "google.protobuf.Duration".into(),
+            Ty::Timestamp => "google.protobuf.Timestamp".into(),
             Ty::List(e) => format!("list({})", e.ty.name()),
             Ty::Map(v) => format!("map(string, {})", v.ty.name()),
             Ty::Object(_) => "object".into(),
@@ -141,11 +147,6 @@ fn string_max(s: &Schema) -> u64 {
         return m.max(0) as u64 * 4;
     }
     if !s.x_kubernetes_int_or_string {
-        match s.format.as_str() {
-            "duration" | "date-time" => return 32,
-            "date" => return 12,
-            _ => {}
-        }
         if let Some(e) = &s.enum_ {
             return e.iter().filter_map(Value::as_str).map(|x| x.len() as u64).max().unwrap_or(0);
         }
@@ -218,6 +219,11 @@ pub(crate) fn decl_of(s: &Schema, resource_root: bool) -> Option<Decl> {
                 max: s.max_length.map_or(MAX_REQUEST_SIZE_BYTES - 2, |m| m.max(0) as u64),
                 min_size: 2,
             }),
+            // kube's bounds for these ignore maxLength: the longest value of the format, and
+            // the shortest one's JSON size (`"0"`, `"2006-01-02"`, `"2006-01-02T15:04:05"`)
+            "duration" => Some(Decl { ty: Ty::Duration, max: 32, min_size: 3 }),
+            "date" => Some(Decl { ty: Ty::Timestamp, max: 12, min_size: 12 }),
+            "date-time" => Some(Decl { ty: Ty::Timestamp, max: 32, min_size: 21 }),
             _ => Some(Decl { ty: Ty::String, max: string_max(s), min_size: 2 }),
         },
         "boolean" => Some(Decl { ty: Ty::Bool, max: 0, min_size: 4 }),
