@@ -87,15 +87,35 @@ fn tests_null_on_absent_member(doc: &Value, op: &PatchOperation) -> bool {
 }
 
 /// Applies an `application/merge-patch+json` body: objects merge recursively, `null` deletes a
-/// member, anything else replaces. The body must be a JSON object (400 otherwise).
+/// member, anything else replaces. A body that is not an object or an array is 400. An array
+/// is the result itself, as evanphx/json-patch v4's `MergePatch` makes it (null members of its
+/// objects dropped): kube then fails to decode it as an object.
 pub fn apply_merge_patch(doc: &Value, patch: &[u8]) -> Result<Value, ApiError> {
-    let patch: Value = serde_json::from_slice(patch).map_err(|_| ApiError::bad_request("Invalid JSON Patch"))?;
-    if !patch.is_object() {
-        return Err(ApiError::bad_request("Invalid JSON Patch"));
+    let mut patch: Value = serde_json::from_slice(patch).map_err(|_| ApiError::bad_request("Invalid JSON Patch"))?;
+    match patch {
+        Value::Object(_) => {
+            let mut out = doc.clone();
+            json_patch::merge(&mut out, &patch);
+            Ok(out)
+        }
+        Value::Array(_) => {
+            drop_null_members(&mut patch);
+            Ok(patch)
+        }
+        _ => Err(ApiError::bad_request("Invalid JSON Patch")),
     }
-    let mut out = doc.clone();
-    json_patch::merge(&mut out, &patch);
-    Ok(out)
+}
+
+/// Drops `null` members of objects at any depth (array elements stay, `null` or not).
+fn drop_null_members(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_null_members);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null_members),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -118,8 +138,14 @@ mod tests {
     }
 
     #[test]
+    fn merge_patch_array_is_the_result() {
+        let out = apply_merge_patch(&pod(), br#"[{"a":null,"b":[null,{"c":null}]},null]"#).map_err(|e| e.message);
+        assert_eq!(out, Ok(json!([{"b": [null, {}]}, null])));
+    }
+
+    #[test]
     fn merge_patch_rejects_non_objects() {
-        for body in [&b"[1]"[..], b"null", b"3", b"{not json"] {
+        for body in [&b"\"x\""[..], b"null", b"3", b"{not json"] {
             let e = apply_merge_patch(&pod(), body).err().map(|e| (e.code, e.message));
             assert_eq!(e, Some((400, "Invalid JSON Patch".to_string())), "{}", String::from_utf8_lossy(body));
         }

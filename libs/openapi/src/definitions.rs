@@ -115,6 +115,11 @@ fn build() -> Definitions {
             );
         }
     }
+    // A DELETE body is decoded into DeleteOptions: its type errors are checked by this schema.
+    by_gvk.insert(
+        (String::new(), "v1".to_string(), "DeleteOptions".to_string()),
+        "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions".to_string(),
+    );
     Definitions { defs, by_gvk }
 }
 

@@ -18,9 +18,27 @@ enum Frame {
 /// Paths (`spec.replicas`, `spec.containers[0].name`) of keys that occur twice in their object,
 /// in document order, each once. Malformed input yields what was found before the fault.
 pub(crate) fn find_duplicates(raw: &[u8]) -> Vec<String> {
-    let mut stack: Vec<Frame> = Vec::new();
     let mut found: Vec<String> = Vec::new();
     let mut reported: HashSet<String> = HashSet::new();
+    scan_keys(raw, |path, repeated| {
+        if repeated && reported.insert(path.to_owned()) {
+            found.push(path.to_owned());
+        }
+    });
+    found
+}
+
+/// The path of every key of `raw` in document order, a repeated key at each occurrence: where
+/// kube's decoder, which reads the body once from the start, meets each field.
+pub(crate) fn key_occurrences(raw: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    scan_keys(raw, |path, _| out.push(path.to_owned()));
+    out
+}
+
+/// Calls `seen(path, repeated)` for each object key of `raw`, in document order.
+fn scan_keys(raw: &[u8], mut seen: impl FnMut(&str, bool)) {
+    let mut stack: Vec<Frame> = Vec::new();
     let mut i = 0;
     while i < raw.len() {
         match raw[i] {
@@ -66,12 +84,8 @@ pub(crate) fn find_duplicates(raw: &[u8]) -> Vec<String> {
                         pending_key,
                     }) = stack.last_mut()
                     {
-                        if !keys.insert(key.clone()) {
-                            let dup = join(path, &key);
-                            if reported.insert(dup.clone()) {
-                                found.push(dup);
-                            }
-                        }
+                        let repeated = !keys.insert(key.clone());
+                        seen(&join(path, &key), repeated);
                         *pending_key = Some(key);
                     }
                 } else {
@@ -91,7 +105,6 @@ pub(crate) fn find_duplicates(raw: &[u8]) -> Vec<String> {
             }
         }
     }
-    found
 }
 
 /// Index just past the closing quote of the string starting at `start`.
@@ -149,6 +162,11 @@ mod tests {
                 "kind",
             ]
         );
+    }
+
+    #[test]
+    fn occurrences_follow_the_document() {
+        assert_eq!(key_occurrences(br#"{"a":{"b":1,"b":2},"c":[{"d":1}]}"#), vec!["a", "a.b", "a.b", "c", "c[0].d"]);
     }
 
     #[test]

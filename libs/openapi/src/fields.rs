@@ -24,6 +24,10 @@ pub struct FieldProblems {
     /// (`cannot restore map from string`): kube decodes the result of a strategic merge patch
     /// from a map with it, not from JSON.
     pub unstructured_errors: Vec<String>,
+    /// Every key path of the raw body in document order (a repeated key at each occurrence),
+    /// filled only when there are both unknown and duplicate fields: kube's decoder reports
+    /// them as it meets them, so the strict errors interleave in this order.
+    pub key_order: Vec<String>,
 }
 
 impl FieldProblems {

@@ -214,6 +214,9 @@ impl OpenApi {
                 .filter(|d| !under_unknown(d))
                 .collect();
             problems.duplicate = duplicate;
+            if !problems.unknown.is_empty() && !problems.duplicate.is_empty() {
+                problems.key_order = duplicates::key_occurrences(raw);
+            }
         }
         problems
     }

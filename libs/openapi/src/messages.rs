@@ -3,17 +3,19 @@
 use crate::FieldProblems;
 
 fn strict_items(problems: &FieldProblems) -> Vec<String> {
-    problems
+    // Where kube's decoder meets each field: an unknown field at its first occurrence, a
+    // duplicate at its second; without a recorded order, unknown fields come first.
+    let position = |path: &str, occurrence: usize| {
+        problems.key_order.iter().enumerate().filter(|(_, p)| *p == path).nth(occurrence).map_or(usize::MAX, |(i, _)| i)
+    };
+    let mut items: Vec<(usize, String)> = problems
         .unknown
         .iter()
-        .map(|path| format!("unknown field {}", go_quote(path)))
-        .chain(
-            problems
-                .duplicate
-                .iter()
-                .map(|path| format!("duplicate field {}", go_quote(path))),
-        )
-        .collect()
+        .map(|path| (position(path, 0), format!("unknown field {}", go_quote(path))))
+        .chain(problems.duplicate.iter().map(|path| (position(path, 1), format!("duplicate field {}", go_quote(path)))))
+        .collect();
+    items.sort_by_key(|(at, _)| *at);
+    items.into_iter().map(|(_, item)| item).collect()
 }
 
 /// The message of the 400 BadRequest kube returns under `fieldValidation=Strict`:
@@ -83,6 +85,7 @@ mod tests {
             duplicate: vec!["spec.replicas".into()],
             type_errors: vec![],
             unstructured_errors: vec![],
+            key_order: vec![],
         };
         assert_eq!(
             strict_message(&p).as_deref(),
@@ -99,6 +102,15 @@ mod tests {
             ]
         );
         assert_eq!(strict_message(&FieldProblems::default()), None);
+        // With the body's key order, the decoder's order: a duplicate met before an unknown
+        // field comes first.
+        let ordered = FieldProblems {
+            unknown: vec!["bogus".into()],
+            duplicate: vec!["data.k".into()],
+            key_order: ["apiVersion", "data", "data.k", "data.k", "bogus"].map(String::from).to_vec(),
+            ..FieldProblems::default()
+        };
+        assert_eq!(strict_message(&ordered).as_deref(), Some(r#"strict decoding error: duplicate field "data.k", unknown field "bogus""#));
         assert_eq!(
             decode_error_message("Deployment", "v1", "x"),
             r#"Deployment in version "v1" cannot be handled as a Deployment: x"#

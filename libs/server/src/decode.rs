@@ -16,6 +16,7 @@
 use kapi_apimachinery::go_json::syntax_error;
 use kapi_apimachinery::patch::json_kind;
 use kapi_apimachinery::ApiError;
+use kapi_openapi::{decode_error_message, first_type_error, OpenApi};
 use kapi_registry::catalog::{self, ResourceSpec};
 use serde_json::Value;
 
@@ -85,10 +86,72 @@ impl Gvk {
     }
 }
 
+/// The type a body is decoded into: a served kind, or a subresource's (`Scale`, `Binding`).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyType {
+    /// Its group ("" for core).
+    pub group: &'static str,
+    /// Its version.
+    pub version: &'static str,
+    /// Its kind.
+    pub kind: &'static str,
+}
+
+impl BodyType {
+    fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_owned() } else { format!("{}/{}", self.group, self.version) }
+    }
+}
+
 /// Decodes a create or update body meant for `spec` (the served kind). Built-in kinds are
 /// checked against kube's scheme (the catalog); custom resources leave the type check to
 /// their scope.
 pub fn decode_object(content_type: Option<&str>, body: &[u8], spec: &'static ResourceSpec) -> Result<Value, ApiError> {
+    let target = BodyType { group: spec.group, version: spec.version, kind: spec.kind };
+    decode_as(content_type, body, target, catalog::find_kind(spec.group, spec.version, spec.kind).is_some())
+}
+
+/// Decodes the body of a subresource write whose type kube's scheme knows (a scale PUT, a
+/// pod binding) with the messages of kube's create and update handlers, type errors included
+/// (`Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal ...`).
+pub fn decode_subresource(openapi: &OpenApi, content_type: Option<&str>, body: &[u8], target: BodyType) -> Result<Value, ApiError> {
+    let obj = decode_as(content_type, body, target, true)?;
+    let problems = openapi.field_problems(target.group, target.version, target.kind, &obj, None);
+    match first_type_error(&problems) {
+        Some(detail) => Err(ApiError::bad_request(decode_error_message(target.kind, target.version, detail))),
+        None => Ok(obj),
+    }
+}
+
+/// Decodes a DELETE body (DeleteOptions) as kube's delete handler does: its decoder's texts as
+/// they are (`couldn't get version/kind; json parse error: ...`, `json: cannot unmarshal ...`),
+/// without the create handler's wrapping. `None` for an empty body.
+pub fn decode_delete_options(openapi: &OpenApi, content_type: Option<&str>, body: &[u8]) -> Result<Option<Value>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    if !matches!(content_essence(content_type).as_deref(), None | Some("application/json")) {
+        return decode_body(content_type, body).map(Some);
+    }
+    let parse_error = |e: String| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"));
+    if let Some(e) = syntax_error(body) {
+        return Err(parse_error(e));
+    }
+    let obj = match serde_json::from_slice(body).map_err(|e| parse_error(e.to_string()))? {
+        // Go decodes `null` into the empty options.
+        Value::Null => Value::Object(serde_json::Map::new()),
+        obj => obj,
+    };
+    let target = BodyType { group: "", version: "v1", kind: "DeleteOptions" };
+    read_type(&obj, &target).map_err(ApiError::bad_request)?;
+    match first_type_error(&openapi.field_problems("", "v1", "DeleteOptions", &obj, None)) {
+        Some(detail) => Err(ApiError::bad_request(detail)),
+        None => Ok(Some(obj)),
+    }
+}
+
+/// Decodes `body` into `target`, checking the type read against kube's scheme when `in_scheme`.
+fn decode_as(content_type: Option<&str>, body: &[u8], spec: BodyType, in_scheme: bool) -> Result<Value, ApiError> {
     let unrecognized = |reason: String| DecodeError::Unrecognized { expected: spec.kind, reason, summary: summarize(body) };
     let mut obj = match content_essence(content_type).as_deref() {
         None | Some("application/json") => {
@@ -109,9 +172,9 @@ pub fn decode_object(content_type: Option<&str>, body: &[u8], spec: &'static Res
     if obj.is_null() {
         obj = Value::Object(serde_json::Map::new());
     }
-    let gvk = read_type(&obj, spec).map_err(unrecognized)?;
-    if catalog::find_kind(spec.group, spec.version, spec.kind).is_some() {
-        check_type(&gvk, spec)?;
+    let gvk = read_type(&obj, &spec).map_err(unrecognized)?;
+    if in_scheme {
+        check_type(&gvk, &spec)?;
     }
     if let Some(map) = obj.as_object_mut() {
         map.insert("apiVersion".into(), Value::String(gvk.group_version()));
@@ -120,12 +183,19 @@ pub fn decode_object(content_type: Option<&str>, body: &[u8], spec: &'static Res
     Ok(obj)
 }
 
+/// Why kube's decoder cannot read the type of a JSON value that is not an object
+/// (`couldn't get version/kind; json parse error: ...`): a patched object is decoded this way
+/// too.
+pub fn not_an_object_reason(value: &Value) -> String {
+    format!("couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type {FIND_KIND}", json_kind(value))
+}
+
 /// kube's `SimpleMetaFactory.Interpret` with the URL's defaults (`gvkWithDefaults`).
-fn read_type(obj: &Value, spec: &ResourceSpec) -> Result<Gvk, String> {
+fn read_type(obj: &Value, spec: &BodyType) -> Result<Gvk, String> {
     let parse_error = |detail: String| format!("couldn't get version/kind; json parse error: {detail}");
     let map = match obj {
         Value::Object(map) => map,
-        other => return Err(parse_error(format!("json: cannot unmarshal {} into Go value of type {FIND_KIND}", json_kind(other)))),
+        other => return Err(not_an_object_reason(other)),
     };
     // Go decodes members in document order and reports the first that does not fit.
     for (key, value) in map {
@@ -153,7 +223,7 @@ fn read_type(obj: &Value, spec: &ResourceSpec) -> Result<Gvk, String> {
 }
 
 /// Whether kube's scheme makes the served kind from a body of type `gvk`.
-fn check_type(gvk: &Gvk, spec: &ResourceSpec) -> Result<(), DecodeError> {
+fn check_type(gvk: &Gvk, spec: &BodyType) -> Result<(), DecodeError> {
     if gvk.group == spec.group && gvk.version == spec.version && gvk.kind == spec.kind {
         return Ok(());
     }

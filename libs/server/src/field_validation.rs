@@ -64,7 +64,7 @@ pub enum Patched<'a> {
 
 /// kube's 422 for a patched object that does not decode: an invalid `patch` whose value is
 /// what the patch handler holds at that point (NewInvalid with an empty kind).
-fn invalid_patch(how: Patched<'_>, obj: &Value, detail: &str) -> ApiError {
+pub(crate) fn invalid_patch(how: Patched<'_>, obj: &Value, detail: &str) -> ApiError {
     let shown = match how {
         Patched::Json(_) => marshal_sorted(obj),
         Patched::Strategic(raw) => serde_json::from_slice(raw).map_or_else(|_| obj.to_string(), |patch| go_format(&patch)),

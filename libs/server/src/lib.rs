@@ -18,6 +18,7 @@ pub mod kubelet;
 pub mod lifecycle;
 pub mod metrics;
 pub mod negotiation;
+pub mod patch_decode;
 pub mod pki;
 pub mod post_start;
 pub mod query;

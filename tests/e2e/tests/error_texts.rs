@@ -4,13 +4,18 @@
 //! from "cannot be handled", a JSON patch document that is not JSON "invalid JSON patch", a
 //! patched object that does not decode an invalid `patch` (422) showing the patched JSON (JSON
 //! and merge patches) or the patch itself (strategic merge patches, with the converter's
-//! `cannot restore map from string`).
+//! `cannot restore map from string`); the strict pre-decode of JSON and merge patch documents;
+//! strict errors in the order the decoder meets them; DELETE bodies (DeleteOptions) and scale
+//! and binding bodies.
 
 use kapi_e2e::{HttpResponse, Kapi, Request};
 use serde_json::{json, Value};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const CM: &str = "/api/v1/namespaces/default/configmaps/settings";
+
+/// The Go type kube reads `apiVersion` and `kind` into first, as its errors print it.
+const FIND_KIND: &str = r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#;
 
 /// kube's Status body for a 400 with `message`.
 fn bad_request(message: &str) -> String {
@@ -143,8 +148,18 @@ fn patches_that_do_not_apply_or_decode() {
         let r = send(&kapi, "PATCH", CM, Some(ct), r#"{"metadata":"#);
         assert_eq!(r.raw, bad_request("invalid JSON patch"), "{ct}");
     }
+    // Under Warn (the default) and Strict kube first decodes the document strictly into the
+    // type it expects; under Ignore its JSON patch library words the failure.
     let r = send(&kapi, "PATCH", CM, Some("application/json-patch+json"), r#"{"op":"add"}"#);
+    assert_eq!(r.raw, bad_request("error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"));
+    let r = send(&kapi, "PATCH", &format!("{CM}?fieldValidation=Ignore"), Some("application/json-patch+json"), r#"{"op":"add"}"#);
     assert_eq!(r.raw, bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch"));
+    // A merge patch that is an array: refused by the strict decode, or (Ignore) the patched
+    // document itself, which does not decode as an object.
+    let r = send(&kapi, "PATCH", CM, Some("application/merge-patch+json"), r#"[{"b":1,"a":null}]"#);
+    assert_eq!(r.raw, bad_request("error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"));
+    let r = send(&kapi, "PATCH", &format!("{CM}?fieldValidation=Ignore"), Some("application/merge-patch+json"), r#"[{"b":1,"a":null}]"#);
+    assert_eq!(r.raw, invalid_patch(r#"[{"b":1}]"#, &format!("couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type {FIND_KIND}")));
     let r = send(&kapi, "PATCH", CM, Some("application/json-patch+json"), r#"[{"op":"remove","path":"/metadata/annotations/nope"}]"#);
     assert_eq!(
         r.raw,
@@ -179,4 +194,64 @@ fn patches_that_do_not_apply_or_decode() {
     assert_eq!(r.raw, invalid_patch("map[metadata:map[labels:map[x:2]]]", r#"strict decoding error: duplicate field "metadata.labels.x""#));
 
     assert_eq!(kapi.get_json(CM)["metadata"]["resourceVersion"], rv, "a failed patch changed the object");
+}
+
+#[test]
+fn strict_errors_follow_the_body() {
+    let kapi = Kapi::start().expect("start kapi");
+    // kube's decoder reports fields as it meets them: here the duplicate comes first.
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dup"},"data":{"k":"1","k":"2"},"bogus":1}"#;
+    let r = send(&kapi, "POST", &format!("{CMS}?fieldValidation=Strict"), Some("application/json"), body);
+    assert_eq!(
+        r.raw,
+        bad_request(r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: duplicate field "data.k", unknown field "bogus""#)
+    );
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","bogus":1,"metadata":{"name":"dup"},"data":{"k":"1","k":"2"}}"#;
+    let r = send(&kapi, "POST", &format!("{CMS}?fieldValidation=Strict"), Some("application/json"), body);
+    assert_eq!(
+        r.raw,
+        bad_request(r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "bogus", duplicate field "data.k""#)
+    );
+}
+
+#[test]
+fn delete_options_and_subresource_bodies_that_do_not_decode() {
+    let kapi = Kapi::start().expect("start kapi");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}});
+    assert_eq!(kapi.request(&Request::new("POST", CMS).json(&cm)).status, 201);
+    // DELETE: the DeleteOptions decoder's own texts, not wrapped as a create's are.
+    let cases = [
+        ("{", "couldn't get version/kind; json parse error: unexpected end of JSON input".to_owned()),
+        ("[1]", format!("couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type {FIND_KIND}")),
+        (r#"{"gracePeriodSeconds":"0"}"#, "json: cannot unmarshal string into Go struct field DeleteOptions.gracePeriodSeconds of type int64".to_owned()),
+    ];
+    for (body, want) in cases {
+        let r = send(&kapi, "DELETE", CM, Some("application/json"), body);
+        assert_eq!(r.raw, bad_request(&want), "DELETE {body}");
+    }
+    assert_eq!(kapi.request(&Request::get(CM)).status, 200, "a refused DELETE deleted");
+
+    // scale PUT and pod binding: decoded as kube's update and create handlers decode.
+    let scale = "/apis/apps/v1/namespaces/default/deployments/web/scale";
+    let r = send(&kapi, "PUT", scale, Some("application/json"), "[1]");
+    assert_eq!(
+        r.raw,
+        bad_request(&format!(
+            "the object provided is unrecognized (must be of type Scale): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type {FIND_KIND} (5b315d)"
+        ))
+    );
+    let r = send(&kapi, "PUT", scale, Some("application/json"), r#"{"apiVersion":"autoscaling/v1","kind":"Scale","spec":{"replicas":"3"}}"#);
+    assert_eq!(
+        r.raw,
+        bad_request(r#"Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal string into Go struct field ScaleSpec.spec.replicas of type int32"#)
+    );
+    let r = send(&kapi, "PUT", scale, Some("application/json"), r#"{"apiVersion":"apps/v1","kind":"Deployment"}"#);
+    assert_eq!(r.raw, bad_request(r#"Deployment in version "v1" cannot be handled as a Scale: converting (v1.Deployment) to (autoscaling.Scale): unknown conversion"#));
+    let r = send(&kapi, "POST", "/api/v1/namespaces/default/pods/p/binding", Some("application/json"), r#"{"apiVersion":"v1","#);
+    assert_eq!(
+        r.raw,
+        bad_request(
+            r#"the object provided is unrecognized (must be of type Binding): couldn't get version/kind; json parse error: unexpected end of JSON input ({"apiVersion":"v1",)"#
+        )
+    );
 }

@@ -24,8 +24,8 @@ use serde_json::{json, Map, Value};
 
 use crate::field_validation::{self, FieldValidation, Patched, Source};
 use crate::scope::ResourceScope;
-use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape, PROTOBUF};
-use crate::decode::decode_object;
+use crate::negotiation::{content_essence, decode_body, negotiate, Encoding, Negotiable, Output, Shape};
+use crate::decode::{decode_object, decode_subresource, BodyType};
 use crate::field_manager;
 use crate::handlers::{admission, pod_connect, reviews, Caller};
 use crate::query::Query;
@@ -260,7 +260,7 @@ async fn dispatch(
             Ok(with_warnings(single(scope, &patched, output, query, status).await?, &warnings))
         }
         "delete" => {
-            let opts = delete_options(query, content_type, &body)?;
+            let opts = delete_options(&srv.openapi, query, content_type, &body)?;
             let outcome = srv.rest.delete(strategy, ns, name, &opts).await?;
             // A pending delete answers the object; a completed one the object or a Status, as
             // the kind's store says (kube's ReturnDeletedObject).
@@ -274,7 +274,7 @@ async fn dispatch(
         }
         "deletecollection" => {
             let params = list_params(spec, query)?;
-            let opts = delete_options(query, content_type, &body)?;
+            let opts = delete_options(&srv.openapi, query, content_type, &body)?;
             let (deleted, rev) = srv.rest.delete_collection(strategy, ns, &params, &opts).await?;
             let deleted = scope.convert_list_from_storage(deleted).await?;
             let list = list_object(spec, scope.typed_lists(), deleted.iter(), list_meta(rev, None, None));
@@ -505,20 +505,9 @@ async fn watch(
     ))
 }
 
-fn delete_options(query: &Query, content_type: Option<&str>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+fn delete_options(openapi: &kapi_openapi::OpenApi, query: &Query, content_type: Option<&str>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions { dry_run: dry_run(query)?, ..Default::default() };
-    let from_body: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        Value::Null
-    } else if content_essence(content_type).as_deref() == Some(PROTOBUF) {
-        decode_body(content_type, body)?
-    } else {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
-        if !v.is_object() {
-            return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
-        }
-        v
-    };
+    let from_body = crate::decode::decode_delete_options(openapi, content_type, body)?.unwrap_or(Value::Null);
     opts.grace_period_seconds = match query.i64("gracePeriodSeconds")? {
         Some(g) => Some(g),
         None => from_body.get("gracePeriodSeconds").and_then(Value::as_i64),
@@ -581,7 +570,10 @@ fn apply_patch(kind: &PatchKind<'_>, body: &[u8], current: &Value) -> Result<Val
         PatchKind::Apply(_) => return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES)),
     };
     if !patched.is_object() {
-        return Err(ApiError::bad_request("the patched object must be a JSON object"));
+        return Err(match kind {
+            PatchKind::Json | PatchKind::Merge => crate::patch_decode::not_an_object(&patched),
+            _ => ApiError::bad_request("the patched object must be a JSON object"),
+        });
     }
     let mut patched = patched;
     // The type comes from the URL: a patch may restate it or drop it, never change it.
@@ -662,6 +654,9 @@ async fn patch(
     // object (its patch handler's `validateAndTranscodePatch`).
     if kapi_apimachinery::go_json::syntax_error(req.body).is_some() {
         return Err(ApiError::bad_request("invalid JSON patch"));
+    }
+    if matches!(kind, PatchKind::Json | PatchKind::Merge) {
+        crate::patch_decode::check_document(mode, matches!(kind, PatchKind::Json), req.body)?;
     }
     let track = scope.tracker(field_manager::writer_for(scope, manager, subresource));
     // Only the last attempt's warnings describe the stored result.
@@ -851,7 +846,7 @@ async fn subresource(
             Ok(response::object(StatusCode::OK, &scope.scale_of(&obj), output.plain()))
         }
         ("scale", "update") => {
-            let scale = decode_body(content_type, &body)?;
+            let scale = decode_subresource(&srv.openapi, content_type, &body, BodyType { group: "autoscaling", version: "v1", kind: "Scale" })?;
             if scale.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
                 return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
             }
@@ -886,7 +881,7 @@ async fn subresource(
             Ok(response::object(StatusCode::CREATED, &answer, output))
         }
         ("binding", "create") if spec.group.is_empty() && spec.resource == "pods" => {
-            let binding = decode_body(content_type, &body)?;
+            let binding = decode_subresource(&srv.openapi, content_type, &body, BodyType { group: "", version: "v1", kind: "Binding" })?;
             bind_pod(srv, strategy, ns, name, &binding, dry).await?;
             Ok(response::object(StatusCode::CREATED, &success_status(None), output.plain()))
         }
