@@ -1,0 +1,110 @@
+//! A [`Store`] that keeps the values of encrypted resources encrypted in the backend: written
+//! through the first provider, read back through any. Keys are kapi's storage keys,
+//! `/registry/<group or core>/<resource>/...`, which name the resource.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use kapi_storage::{DynStore, Event, KeyValue, ListOptions, ListResult, Result, Revision, Store, StorageError};
+
+use crate::config::EncryptionConfig;
+use crate::providers::Transformer;
+
+/// The encrypting wrapper of a backend.
+pub struct EncryptedStore {
+    inner: DynStore,
+    config: EncryptionConfig,
+}
+
+impl EncryptedStore {
+    /// Wraps `inner` with `config`.
+    pub fn new(inner: DynStore, config: EncryptionConfig) -> Self {
+        EncryptedStore { inner, config }
+    }
+
+    fn transformer(&self, key: &str) -> Option<&Transformer> {
+        let mut parts = key.strip_prefix("/registry/")?.split('/');
+        let group = parts.next()?;
+        let resource = parts.next()?;
+        self.config.transformer(if group == "core" { "" } else { group }, resource)
+    }
+
+    fn seal(&self, key: &str, value: Bytes) -> Bytes {
+        match self.transformer(key) {
+            Some(t) if !t.writes_plaintext() => Bytes::from(t.encrypt(key, &value)),
+            _ => value,
+        }
+    }
+
+    fn open(&self, key: &str, value: Bytes) -> Result<Bytes> {
+        match self.transformer(key) {
+            // Deleted-key tombstones carry no value.
+            Some(t) if !value.is_empty() => t
+                .decrypt(key, &value)
+                .map(|(plain, _stale)| Bytes::from(plain))
+                .map_err(|e| StorageError::Backend(format!("unable to transform key {key:?}: {e}"))),
+            _ => Ok(value),
+        }
+    }
+
+    fn open_kv(&self, mut kv: KeyValue) -> Result<KeyValue> {
+        kv.value = self.open(&kv.key, std::mem::take(&mut kv.value))?;
+        Ok(kv)
+    }
+}
+
+#[async_trait]
+impl Store for EncryptedStore {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        self.inner.get(key).await?.map(|kv| self.open_kv(kv)).transpose()
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        self.inner.create(key, self.seal(key, value)).await
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        self.inner.update(key, self.seal(key, value), expected).await
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
+        let (revision, kv) = self.inner.delete(key, expected).await?;
+        Ok((revision, self.open_kv(kv)?))
+    }
+
+    async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult> {
+        let mut page = self.inner.list(prefix, opts).await?;
+        page.items = page.items.into_iter().map(|kv| self.open_kv(kv)).collect::<Result<_>>()?;
+        Ok(page)
+    }
+
+    async fn count(&self, prefix: &str) -> Result<u64> {
+        self.inner.count(prefix).await
+    }
+
+    async fn read_log(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
+        let events = self.inner.read_log(after, limit).await?;
+        events
+            .into_iter()
+            .map(|mut e| {
+                e.value = self.open(&e.key, std::mem::take(&mut e.value))?;
+                Ok(e)
+            })
+            .collect()
+    }
+
+    async fn current_revision(&self) -> Result<Revision> {
+        self.inner.current_revision().await
+    }
+
+    async fn compacted_revision(&self) -> Result<Revision> {
+        self.inner.compacted_revision().await
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.inner.compact(revision).await
+    }
+
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<Revision> {
+        self.inner.subscribe()
+    }
+}
