@@ -13,6 +13,7 @@ mod policy;
 mod storage;
 mod workloads;
 
+use std::cmp::Ordering;
 use std::time::Duration;
 
 use kapi_apimachinery::labels::LabelSelector;
@@ -152,6 +153,15 @@ pub fn cells(group: &str, kind: &str, obj: &Value, now: OffsetDateTime) -> Vec<V
                 .unwrap_or_else(|| "0001-01-01T00:00:00Z".to_string());
             vec![name(obj), json!(created)]
         }
+    }
+}
+
+/// How a kind's printer orders the rows of a list, for the kinds whose printer sorts them
+/// (kube's FlowSchema printer); None keeps the list's order (by name, as stored).
+pub fn row_order(group: &str, kind: &str) -> Option<fn(&Value, &Value) -> Ordering> {
+    match (group, kind) {
+        (FLOW_CONTROL, "FlowSchema") => Some(control::flow_schema_order),
+        _ => None,
     }
 }
 

@@ -183,7 +183,15 @@ impl ResourceScope for BuiltinScope {
         let stored = self.stored;
         let now = time::OffsetDateTime::now_utc();
         let columns = if with_columns { table::columns(stored.group, stored.kind) } else { Vec::new() };
-        transform::table(columns, |obj| table::cells(stored.group, stored.kind, obj, now), items, list_meta, include)
+        let cells = |obj: &Value| table::cells(stored.group, stored.kind, obj, now);
+        match table::row_order(stored.group, stored.kind) {
+            Some(order) => {
+                let mut sorted: Vec<&Value> = items.collect();
+                sorted.sort_by(|a, b| order(a, b));
+                transform::table(columns, cells, &mut sorted.into_iter(), list_meta, include)
+            }
+            None => transform::table(columns, cells, items, list_meta, include),
+        }
     }
 
     fn protobuf(&self) -> bool {

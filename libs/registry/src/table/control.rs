@@ -3,6 +3,7 @@
 //! controller revisions, resource quotas, flow schemas, priority levels and component statuses
 //! (kube's `printers.go`).
 
+use std::cmp::Ordering;
 use std::time::Duration;
 
 use kapi_apimachinery::time::human_duration;
@@ -282,11 +283,21 @@ pub(super) fn flow_schema(fs: &Value, now: OffsetDateTime) -> Vec<Value> {
     vec![
         name(fs),
         json!(str_at(fs, "/spec/priorityLevelConfiguration/name")),
-        json!(fs.pointer("/spec/matchingPrecedence").and_then(Value::as_i64).unwrap_or(0)),
+        json!(matching_precedence(fs)),
         json!(method),
         age(fs, now),
         json!(dangling),
     ]
+}
+
+fn matching_precedence(fs: &Value) -> i64 {
+    fs.pointer("/spec/matchingPrecedence").and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// `printFlowSchemaList`'s order (`FlowSchemaSequence`): lower matching precedence first (the
+/// order in which kube matches requests), then by name.
+pub(super) fn flow_schema_order(a: &Value, b: &Value) -> Ordering {
+    matching_precedence(a).cmp(&matching_precedence(b)).then_with(|| str_at(a, "/metadata/name").cmp(str_at(b, "/metadata/name")))
 }
 
 /// `printPriorityLevelConfiguration`: numbers for a limited level (queuing ones only when it

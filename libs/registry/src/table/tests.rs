@@ -457,3 +457,16 @@ fn kube_cells_per_kind() {
         assert_eq!(Value::from(cells(group, kind, &obj, NOW)), want, "{kind} {obj}");
     }
 }
+
+#[test]
+fn flow_schema_rows_follow_matching_precedence_then_name() {
+    let fs = |name: &str, precedence: i64| json!({"metadata": {"name": name}, "spec": {"matchingPrecedence": precedence}});
+    let mut items = [fs("global-default", 9900), fs("b", 500), fs("exempt", 1), fs("a", 500), fs("catch-all", 10000)];
+    let order = row_order(FLOW_CONTROL, "FlowSchema").expect("FlowSchema rows are ordered");
+    items.sort_by(order);
+    let names: Vec<&str> = items.iter().map(|i| i["metadata"]["name"].as_str().unwrap_or_default()).collect();
+    assert_eq!(names, ["exempt", "a", "b", "global-default", "catch-all"]);
+    // Other kinds keep the list's order.
+    assert!(row_order("", "Pod").is_none());
+    assert!(row_order(FLOW_CONTROL, "PriorityLevelConfiguration").is_none());
+}
