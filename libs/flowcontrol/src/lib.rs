@@ -15,5 +15,5 @@ pub mod queueset;
 
 pub use allocation::{allocate, LevelLimits};
 pub use config::{Config, FlowSchema, PriorityLevel};
-pub use matching::{classify, Classification, RequestDigest};
+pub use matching::{classify, flow_hash, Classification, RequestDigest};
 pub use queueset::{Arrival, QueueSet, Running};

@@ -49,6 +49,16 @@ impl Classification<'_> {
     }
 }
 
+/// A flow's hash for shuffle sharding: FNV-1a over the schema name and the distinguisher (a
+/// zero byte apart, so `("ab", "c")` and `("a", "bc")` differ). Stable across processes and
+/// builds, so every replica deals a flow the same hand of queues.
+pub fn flow_hash(schema: &str, distinguisher: &str) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let bytes = schema.bytes().chain(std::iter::once(0)).chain(distinguisher.bytes());
+    bytes.fold(OFFSET, |hash, b| (hash ^ u64::from(b)).wrapping_mul(PRIME))
+}
+
 /// The first schema (in matching order) that matches; None only when the configuration lacks
 /// the mandatory `catch-all`.
 pub fn classify<'c>(config: &'c Config, digest: &RequestDigest<'_>) -> Option<Classification<'c>> {

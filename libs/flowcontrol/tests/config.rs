@@ -1,6 +1,6 @@
 //! The bootstrap configuration read back, classified against and allocated as kube does.
 
-use kapi_flowcontrol::{allocate, bootstrap, classify, Config, RequestDigest};
+use kapi_flowcontrol::{allocate, bootstrap, classify, flow_hash, Config, RequestDigest};
 
 fn kube_default() -> Config {
     let schemas: Vec<_> = bootstrap::mandatory_schemas().into_iter().chain(bootstrap::suggested_schemas()).collect();
@@ -130,4 +130,14 @@ fn the_default_server_limit_is_shared_as_kube_shares_it() {
     // A small server: one seat at least.
     let small = allocate(10, &config.levels);
     assert!(small.iter().zip(&config.levels).filter(|(_, l)| l.queuing.is_some()).all(|(s, _)| s.max_seats >= 1));
+}
+
+#[test]
+fn flow_hashes_are_stable_and_tell_the_parts_apart() {
+    // FNV-1a 64 of the bytes "a\0": a change of function (which would re-deal every flow on
+    // a mixed-version cluster) shows here.
+    assert_eq!(flow_hash("a", ""), 0x089b_e207_b544_f1e4);
+    assert_eq!(flow_hash("global-default", "alice"), flow_hash("global-default", "alice"));
+    assert_ne!(flow_hash("ab", "c"), flow_hash("a", "bc"));
+    assert_ne!(flow_hash("global-default", "alice"), flow_hash("global-default", "bob"));
 }

@@ -88,6 +88,9 @@ pub struct Options {
     pub max_requests_inflight: usize,
     /// `--max-mutating-requests-inflight`: concurrent mutating requests (0: unlimited).
     pub max_mutating_requests_inflight: usize,
+    /// `--enable-priority-and-fairness`: API Priority and Fairness in max-in-flight's place,
+    /// sharing the sum of both in-flight limits among priority levels.
+    pub enable_priority_and_fairness: bool,
     /// `--authorization-mode`, asked in order after the privileged groups.
     pub authorization_modes: Vec<AuthorizationMode>,
     /// `--anonymous-auth`: requests without credentials run as `system:anonymous`.
@@ -182,6 +185,7 @@ impl Default for Options {
             watch_cache_size: 4096,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            enable_priority_and_fairness: false,
             authorization_modes: vec![AuthorizationMode::Rbac],
             anonymous_auth: true,
             token_auth_file: None,
@@ -358,6 +362,13 @@ fn validate(opts: &Options) -> Result<(), StartError> {
     if opts.connection_idle_timeout.is_zero() {
         return Err(StartError::Config("--connection-idle-timeout must be positive".into()));
     }
+    if opts.enable_priority_and_fairness && opts.max_requests_inflight + opts.max_mutating_requests_inflight == 0 {
+        // kube's message: priority levels share this sum, and nothing can run without seats.
+        return Err(StartError::Config(format!(
+            "invalid configuration: MaxRequestsInFlight={} and MaxMutatingRequestsInFlight={}; they must add up to something positive",
+            opts.max_requests_inflight, opts.max_mutating_requests_inflight
+        )));
+    }
     if opts.endpoint_lease_duration < Duration::from_secs(1) {
         return Err(StartError::Config("--endpoint-lease-duration must be at least 1s".into()));
     }
@@ -439,7 +450,7 @@ pub async fn run(opts: Options, mut delegates: Vec<Box<dyn TierBuilder>>) -> Res
     let rbac_enabled = opts.authorization_modes.contains(&AuthorizationMode::Rbac);
     let informers = Arc::new(Informers::new(if rbac_enabled { &[WATCH_CACHES, RBAC_INDEX] } else { &[WATCH_CACHES] }));
     let mut hooks = PostStartHooks::new();
-    let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease);
+    let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease, opts.enable_priority_and_fairness);
     for delegate in &mut delegates {
         delegate.register_hooks(&mut hooks);
     }
@@ -635,6 +646,10 @@ async fn build_server(
         health: health.clone(),
         openapi,
         in_flight: crate::filters::max_in_flight::InFlightLimits::new(opts.max_requests_inflight, opts.max_mutating_requests_inflight),
+        flow_control: opts.enable_priority_and_fairness.then(|| {
+            let limit = opts.max_requests_inflight.saturating_add(opts.max_mutating_requests_inflight);
+            crate::flow_control::FlowControl::new(u32::try_from(limit).unwrap_or(u32::MAX))
+        }),
         kubelet: Arc::new(credentials.kubelet),
         fanout,
     });

@@ -11,6 +11,7 @@ pub mod endpoints;
 pub mod field_manager;
 pub mod field_validation;
 pub mod filters;
+pub mod flow_control;
 pub mod handler;
 pub mod handlers;
 pub mod health;

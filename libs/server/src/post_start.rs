@@ -5,7 +5,11 @@
 //! - `bootstrap-controller`: the `default` namespace and the `kubernetes` Service, then the
 //!   endpoint controller (its address is added once `/readyz` passes, as kube's);
 //! - `rbac/bootstrap-roles`: the default roles and bindings;
-//! - `start-kube-apiserver-identity-lease-controller`: this replica's Lease.
+//! - `start-kube-apiserver-identity-lease-controller`: this replica's Lease;
+//! - with `--enable-priority-and-fairness`: `priority-and-fairness-config-producer` (kube's
+//!   FlowSchemas and PriorityLevelConfigurations kept stored), `priority-and-fairness-config-consumer`
+//!   (the configuration in force follows the stored objects) and `priority-and-fairness-filter`
+//!   (done once the filter applies the stored configuration).
 //!
 //! All are idempotent and safe from several replicas at once. They retry while storage is busy;
 //! one that still fails after [`HOOK_BUDGET`] ends the process, as a failed kube post-start hook
@@ -19,7 +23,9 @@ use tokio::task::JoinSet;
 use crate::endpoints::EndpointController;
 use crate::lifecycle::{HookError, PostStartHook, PostStartHooks};
 use crate::state::ApiServer;
+use crate::flow_control::{self, FlowControl};
 use crate::{bootstrap, rbac_bootstrap};
+use kapi_registry::rest::RestStore;
 
 /// How long a failing hook is retried before the process gives up.
 pub const HOOK_BUDGET: Duration = Duration::from_secs(60);
@@ -31,16 +37,31 @@ pub struct PostStart {
     bootstrap_controller: PostStartHook,
     bootstrap_roles: PostStartHook,
     identity_lease: Option<PostStartHook>,
+    flow_control: Option<FlowControlHooks>,
+}
+
+/// The hooks of API Priority and Fairness.
+#[derive(Debug)]
+struct FlowControlHooks {
+    producer: PostStartHook,
+    consumer: PostStartHook,
+    filter: PostStartHook,
 }
 
 impl PostStart {
-    /// Registers kapi's hooks (the identity lease only with the lease endpoint reconciler).
-    pub fn register(hooks: &mut PostStartHooks, endpoint_leases: bool) -> Self {
+    /// Registers kapi's hooks (the identity lease only with the lease endpoint reconciler, the
+    /// flow-control ones only with priority and fairness).
+    pub fn register(hooks: &mut PostStartHooks, endpoint_leases: bool, priority_and_fairness: bool) -> Self {
         Self {
             system_namespaces: hooks.register("start-system-namespaces-controller"),
             bootstrap_controller: hooks.register("bootstrap-controller"),
             bootstrap_roles: hooks.register("rbac/bootstrap-roles"),
             identity_lease: endpoint_leases.then(|| hooks.register("start-kube-apiserver-identity-lease-controller")),
+            flow_control: priority_and_fairness.then(|| FlowControlHooks {
+                producer: hooks.register("priority-and-fairness-config-producer"),
+                consumer: hooks.register("priority-and-fairness-config-consumer"),
+                filter: hooks.register("priority-and-fairness-filter"),
+            }),
         }
     }
 
@@ -73,6 +94,9 @@ impl PostStart {
                 self.bootstrap_roles.run(HOOK_BUDGET, || rbac_bootstrap::run(&rest, &policy)).await
             }
         });
+        if let (Some(hooks), Some(fc)) = (self.flow_control, srv.flow_control.clone()) {
+            spawn_flow_control(&mut tasks, hooks, rest.clone(), fc);
+        }
         if let (Some(hook), Some(controller)) = (self.identity_lease, endpoints) {
             tasks.spawn(async move {
                 // The lease lives in kube-system.
@@ -82,4 +106,21 @@ impl PostStart {
         }
         tasks
     }
+}
+
+/// The flow-control hooks: the consumer loads the stored configuration (the filter's hook is
+/// done then), the producer ensures kube's objects once and then keeps them.
+fn spawn_flow_control(tasks: &mut JoinSet<Result<(), HookError>>, hooks: FlowControlHooks, rest: RestStore, fc: Arc<FlowControl>) {
+    tasks.spawn({
+        let (caches, fc) = (rest.caches().clone(), fc.clone());
+        async move {
+            hooks.consumer.run(HOOK_BUDGET, || flow_control::controller::start(caches.clone(), fc.clone())).await?;
+            hooks.filter.run(HOOK_BUDGET, || std::future::ready(Ok::<(), HookError>(()))).await
+        }
+    });
+    tasks.spawn(async move {
+        hooks.producer.run(HOOK_BUDGET, || flow_control::producer::ensure_all(&rest)).await?;
+        tokio::spawn(flow_control::producer::keep(rest, fc));
+        Ok(())
+    });
 }

@@ -37,7 +37,7 @@ fn apply(index: &mut RbacIndex, kind: IndexedKind, ty: EventType, obj: &Value) {
     }
 }
 
-/// Why the RBAC index could not be loaded.
+/// Why the RBAC index (or another follower of the caches) could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     /// An RBAC resource is missing from the catalog or has no watch cache (a build defect).
@@ -51,25 +51,27 @@ pub enum SyncError {
     Ended(&'static str),
 }
 
-fn open(caches: &CacheSet, kind: IndexedKind) -> Result<Watcher, SyncError> {
-    let spec = spec(kind).ok_or(SyncError::NoCache(kind.resource()))?;
+/// Opens an initial-state watch on the cache of `spec`'s resource and reads the initial state;
+/// the watcher then follows later changes. Shared by every in-process follower of the caches.
+pub(crate) async fn initial_state(caches: &CacheSet, spec: &ResourceSpec) -> Result<(Vec<Arc<Value>>, Watcher), SyncError> {
     let prefix = spec.key_prefix();
-    let cache = caches.cache(&prefix).ok_or(SyncError::NoCache(kind.resource()))?;
-    Ok(cache.watch(&prefix, kapi_watch::WatchStart::InitialState, Arc::new(|_: &Value| true))?)
-}
-
-/// Reads a watch's initial state and swaps it into the index in one write.
-async fn load(caches: &CacheSet, kind: IndexedKind, authz: &RbacAuthorizer) -> Result<Watcher, SyncError> {
-    let mut watcher = open(caches, kind)?;
+    let cache = caches.cache(&prefix).ok_or(SyncError::NoCache(spec.resource))?;
+    let mut watcher = cache.watch(&prefix, kapi_watch::WatchStart::InitialState, Arc::new(|_: &Value| true))?;
     let mut objects = Vec::new();
     loop {
         match watcher.next().await {
             Some(WatchItem::Event { event, .. }) => objects.push(event.object.clone()),
-            Some(WatchItem::InitialEventsEnd(_)) => break,
+            Some(WatchItem::InitialEventsEnd(_)) => return Ok((objects, watcher)),
             Some(WatchItem::Bookmark(_)) => {}
-            Some(WatchItem::Terminated { .. }) | None => return Err(SyncError::Ended(kind.resource())),
+            Some(WatchItem::Terminated { .. }) | None => return Err(SyncError::Ended(spec.resource)),
         }
     }
+}
+
+/// Reads a watch's initial state and swaps it into the index in one write.
+async fn load(caches: &CacheSet, kind: IndexedKind, authz: &RbacAuthorizer) -> Result<Watcher, SyncError> {
+    let spec = spec(kind).ok_or(SyncError::NoCache(kind.resource()))?;
+    let (objects, watcher) = initial_state(caches, spec).await?;
     let mut index = authz.index().write().unwrap_or_else(|e| e.into_inner());
     index.clear(kind);
     for obj in &objects {

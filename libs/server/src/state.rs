@@ -101,6 +101,8 @@ pub struct ApiServer {
     pub openapi: Arc<kapi_openapi::OpenApi>,
     /// `--max-requests-inflight` / `--max-mutating-requests-inflight` budgets.
     pub in_flight: crate::filters::max_in_flight::InFlightLimits,
+    /// API Priority and Fairness, in max-in-flight's place (`--enable-priority-and-fairness`).
+    pub flow_control: Option<Arc<crate::flow_control::FlowControl>>,
     /// The client of nodes' kubelets (pod log, exec, attach, portforward).
     pub kubelet: Arc<crate::kubelet::KubeletClient>,
     /// NATS wake-ups across replicas (`--nats-url`); None follows other replicas' commits by

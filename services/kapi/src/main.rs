@@ -87,6 +87,10 @@ struct Cli {
     /// Concurrent mutating requests beyond which kapi answers 429 (0: no limit).
     #[arg(long, default_value_t = 200)]
     max_mutating_requests_inflight: usize,
+    /// API Priority and Fairness: requests are classified by FlowSchemas and queued fairly per
+    /// priority level, which share the sum of both in-flight limits (instead of the two limits).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    enable_priority_and_fairness: bool,
     /// Ordered list of authorization modes (comma-separated): RBAC, AlwaysAllow, AlwaysDeny.
     /// Members of system:masters are always allowed.
     #[arg(long, default_value = "RBAC", value_delimiter = ',')]
@@ -243,6 +247,7 @@ fn main() -> ExitCode {
         watch_cache_size: cli.watch_cache_size,
         max_requests_inflight: cli.max_requests_inflight,
         max_mutating_requests_inflight: cli.max_mutating_requests_inflight,
+        enable_priority_and_fairness: cli.enable_priority_and_fairness,
         authorization_modes: cli.authorization_mode,
         anonymous_auth: cli.anonymous_auth,
         token_auth_file: cli.token_auth_file,

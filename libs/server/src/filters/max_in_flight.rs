@@ -48,7 +48,7 @@ impl Drop for Slot {
 }
 
 /// kube's `tooManyRequests`.
-fn too_many_requests() -> Response<Body> {
+pub(crate) fn too_many_requests() -> Response<Body> {
     response::too_many_requests("Too many requests, please try again later.", "1")
 }
 

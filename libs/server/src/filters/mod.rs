@@ -13,7 +13,8 @@
 //! 5. [`authentication`] — 401 before any work is done for unknown callers;
 //!    [`impersonation`] — `Impersonate-*` headers swap the user, each part authorized;
 //! 6. [`max_in_flight`] — 429 beyond the concurrency budgets (it needs the user: masters are
-//!    exempt);
+//!    exempt); or, with `--enable-priority-and-fairness`, [`priority_and_fairness`] in its place
+//!    (it classifies by the user and the request info);
 //! 7. [`authorization`] — 403 with kube's message before reading the body;
 //! 8. [`timeout`] — non-long-running requests end with 504 after `--request-timeout`, the
 //!    body's upload included (a slow sender cannot keep its in-flight slot);
@@ -32,6 +33,7 @@ pub mod max_in_flight;
 pub mod metrics;
 pub mod panic_recovery;
 pub mod pretty;
+pub mod priority_and_fairness;
 pub mod shutdown;
 pub mod request_info;
 pub mod timeout;
@@ -43,7 +45,7 @@ use std::sync::Arc;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use tower::ServiceBuilder;
+use tower::{Layer, ServiceBuilder};
 
 use crate::handler::Router;
 use crate::negotiation::Output;
@@ -75,6 +77,18 @@ pub type Chain = tower::util::BoxCloneSyncService<Request<Incoming>, Response<Bo
 
 /// The whole chain in front of the router.
 pub fn chain(srv: Arc<ApiServer>) -> Chain {
+    let after_limits = ServiceBuilder::new()
+        .layer(authorization::AuthorizationLayer::new(srv.clone()))
+        .layer(timeout::TimeoutLayer::new(srv.options.request_timeout))
+        .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))
+        .service(Router::new(srv.clone()));
+    // One of two limiters, chosen once: boxed, both have the type the layers before expect.
+    let limited: Chain = match &srv.flow_control {
+        Some(fc) => {
+            tower::util::BoxCloneSyncService::new(priority_and_fairness::PriorityAndFairnessLayer::new(srv.clone(), fc.clone()).layer(after_limits))
+        }
+        None => tower::util::BoxCloneSyncService::new(max_in_flight::MaxInFlightLayer::new(srv.clone()).layer(after_limits)),
+    };
     let chain = ServiceBuilder::new()
         .layer(panic_recovery::PanicRecoveryLayer::new())
         .layer(pretty::PrettyLayer::new())
@@ -83,12 +97,8 @@ pub fn chain(srv: Arc<ApiServer>) -> Chain {
         .layer(goaway::GoawayLayer::new(srv.options.goaway_chance))
         .layer(metrics::MetricsLayer::new(srv.clone()))
         .layer(authentication::AuthenticationLayer::new(srv.clone()))
-        .layer(impersonation::ImpersonationLayer::new(srv.clone()))
-        .layer(max_in_flight::MaxInFlightLayer::new(srv.clone()))
-        .layer(authorization::AuthorizationLayer::new(srv.clone()))
-        .layer(timeout::TimeoutLayer::new(srv.options.request_timeout))
-        .layer(body_limit::BodyLimitLayer::new(srv.options.max_body_bytes))
-        .service(Router::new(srv));
+        .layer(impersonation::ImpersonationLayer::new(srv))
+        .service(limited);
     tower::util::BoxCloneSyncService::new(chain)
 }
 

@@ -25,7 +25,7 @@ use crate::response::{self, Body};
 const INVALID_TIMEOUT: &str = "invalid timeout specified in the request URL";
 
 /// The deadline of one request: the client's `?timeout=` when positive and shorter.
-fn deadline(maximum: Duration, query: Option<&str>) -> Result<Duration, ApiError> {
+pub(crate) fn deadline(maximum: Duration, query: Option<&str>) -> Result<Duration, ApiError> {
     let query = Query::parse(query);
     let Some(asked) = query.get("timeout").filter(|v| !v.is_empty()) else { return Ok(maximum) };
     match parse_go_duration(asked) {

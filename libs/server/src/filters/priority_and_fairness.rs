@@ -1,0 +1,134 @@
+//! kube's `WithPriorityAndFairness`, in max-in-flight's place when
+//! `--enable-priority-and-fairness` is on: each request is classified to a FlowSchema and its
+//! priority level by its user, groups and request info; exempt levels run it at once, limited
+//! ones run it when their queues dispatch it. A request waits in its queue at most a quarter of
+//! its deadline (`--request-timeout`, or the client's shorter `?timeout=`), at most a minute,
+//! as kube's `getRequestWaitContext`; then it leaves its queue and is answered 429, as it is
+//! when its queue is full or its level rejects.
+//!
+//! Every answer carries `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
+//!
+//! Not done yet (the next slices): every request takes one seat (kube's work estimator gives
+//! LISTs seats by object count and mutating requests extra seats for the watch notifications
+//! they cause); long-running requests (watches) are classified but never queued (kube holds
+//! seats for their initialization); levels get their nominal seats (no borrowing between
+//! levels at run time); `Retry-After` is always 1 (kube's grows with recent rejections).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::HeaderValue;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use kapi_auth::UserInfo;
+use kapi_flowcontrol::RequestDigest;
+use tower::ServiceExt;
+
+use super::filter;
+use crate::flow_control::level::Admission;
+use crate::flow_control::FlowControl;
+use crate::request_info::RequestInfo;
+use crate::response::{self, Body};
+use crate::state::ApiServer;
+
+/// kube's `ResponseHeaderMatchedFlowSchemaUID`.
+pub const FLOW_SCHEMA_UID: &str = "x-kubernetes-pf-flowschema-uid";
+/// kube's `ResponseHeaderMatchedPriorityLevelConfigurationUID`.
+pub const PRIORITY_LEVEL_UID: &str = "x-kubernetes-pf-prioritylevel-uid";
+
+/// kube's bound on any request's wait in a queue.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a request may wait in its queue: a quarter of its deadline, at most a minute.
+fn wait_limit(request_timeout: Duration, query: Option<&str>) -> Duration {
+    // An unparsable `?timeout=` is answered 400 by the timeout filter once dispatched.
+    let deadline = super::timeout::deadline(request_timeout, query).unwrap_or(request_timeout);
+    (deadline / 4).min(MAX_WAIT)
+}
+
+fn with_headers(mut resp: Response<Body>, schema_uid: &str, level_uid: &str) -> Response<Body> {
+    for (name, uid) in [(FLOW_SCHEMA_UID, schema_uid), (PRIORITY_LEVEL_UID, level_uid)] {
+        if let Ok(value) = HeaderValue::from_str(uid) {
+            resp.headers_mut().insert(name, value);
+        }
+    }
+    resp
+}
+
+async fn run<S>(srv: Arc<ApiServer>, fc: Arc<FlowControl>, inner: S, req: Request<Incoming>) -> Response<Body>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
+    S::Future: Send,
+{
+    let decision = {
+        let info = req.extensions().get::<RequestInfo>();
+        let user = req.extensions().get::<UserInfo>();
+        let field = |f: fn(&RequestInfo) -> &str| info.map_or("", f);
+        let digest = RequestDigest {
+            user: user.map_or("", |u| u.name.as_str()),
+            groups: user.map_or(&[], |u| u.groups.as_slice()),
+            is_resource: info.is_some_and(|i| i.is_resource_request),
+            verb: field(|i| i.verb.as_str()),
+            api_group: field(|i| i.api_group.as_str()),
+            resource: field(|i| i.resource.as_str()),
+            subresource: field(|i| i.subresource.as_str()),
+            namespace: field(|i| i.namespace.as_str()),
+            path: field(|i| i.path.as_str()),
+        };
+        fc.snapshot().decide(&digest)
+    };
+    let Some(decision) = decision else {
+        return match inner.oneshot(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        };
+    };
+    let long_running = req.extensions().get::<RequestInfo>().is_some_and(RequestInfo::is_long_running);
+    let seat = match &decision.queues {
+        Some(level) if !long_running => {
+            let limit = wait_limit(srv.options.request_timeout, req.uri().query());
+            let seat = match level.arrive(fc.next_id(), decision.flow_hash, 1) {
+                Admission::Admitted(ticket) => ticket.wait(limit).await,
+                Admission::Rejected => None,
+            };
+            if seat.is_none() {
+                super::drain_body(req.into_body(), srv.options.max_body_bytes).await;
+                return with_headers(super::max_in_flight::too_many_requests(), &decision.schema_uid, &decision.level_uid);
+            }
+            seat
+        }
+        _ => None,
+    };
+    let resp = match inner.oneshot(req).await {
+        Ok(resp) => with_headers(resp, &decision.schema_uid, &decision.level_uid),
+        Err(never) => match never {},
+    };
+    match seat {
+        // The seat is free once the answer is written, not when it is ready.
+        Some(seat) => response::hold_until_sent(resp, seat),
+        None => resp,
+    }
+}
+
+filter!(
+    /// Classifies, queues and limits with `fc`.
+    PriorityAndFairnessLayer => PriorityAndFairness { srv: Arc<ApiServer>, fc: Arc<FlowControl> },
+    Incoming,
+    run
+);
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::wait_limit;
+
+    #[test]
+    fn requests_wait_a_quarter_of_their_deadline_at_most_a_minute() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(wait_limit(minute, None), Duration::from_secs(15));
+        assert_eq!(wait_limit(minute, Some("timeout=8s")), Duration::from_secs(2));
+        assert_eq!(wait_limit(Duration::from_secs(600), None), minute);
+        assert_eq!(wait_limit(minute, Some("timeout=abc")), Duration::from_secs(15));
+    }
+}

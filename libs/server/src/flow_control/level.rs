@@ -1,0 +1,260 @@
+//! One limited priority level at run time: its [`QueueSet`] behind a `std::sync::Mutex` (held
+//! for a few microseconds, never across an await) and the waiters of its queued requests.
+//!
+//! Every request that arrives gets a oneshot channel before it enters the set; whatever the
+//! set dispatches (at arrival, or when a running request finishes) is sent to its channel while
+//! the lock is still held, so a waiter that gives up can tell, under the same lock, whether it
+//! left its queue or was dispatched meanwhile (and then finishes the seat it did not use).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kapi_flowcontrol::config::Queuing;
+use kapi_flowcontrol::queueset::RequestId;
+use kapi_flowcontrol::{Arrival, QueueSet, Running};
+use tokio::sync::oneshot;
+
+/// A limited level's queues and waiters.
+pub struct Level {
+    /// The time origin of the set's clock.
+    origin: Instant,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    set: QueueSet,
+    waiters: HashMap<RequestId, oneshot::Sender<Running>>,
+}
+
+impl std::fmt::Debug for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("Level").field("seats_in_use", &inner.set.seats_in_use()).field("waiting", &inner.set.waiting()).finish()
+    }
+}
+
+/// What becomes of an arriving request.
+#[derive(Debug)]
+pub enum Admission {
+    /// It holds a place: at once, or once dispatched ([`Ticket::wait`]).
+    Admitted(Ticket),
+    /// Its queue is full, or the level rejects when its seats are taken.
+    Rejected,
+}
+
+impl Level {
+    /// A level with `limit` seats; `queuing` None for levels that reject at once.
+    pub fn new(queuing: Option<Queuing>, limit: u32) -> Arc<Level> {
+        Arc::new(Level { origin: Instant::now(), inner: Mutex::new(Inner { set: QueueSet::new(queuing, limit, 0.0), waiters: HashMap::new() }) })
+    }
+
+    fn now(&self) -> f64 {
+        self.origin.elapsed().as_secs_f64()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The set's invariants hold between calls: a panic elsewhere does not break them.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The level's seats changed (the configuration changed the server's shares).
+    pub fn set_limit(&self, limit: u32) {
+        let now = self.now();
+        let mut inner = self.lock();
+        inner.set.set_limit(now, limit);
+        inner.deliver(now);
+    }
+
+    /// Seats in use and requests waiting now.
+    pub fn load(&self) -> (u32, usize) {
+        let inner = self.lock();
+        (inner.set.seats_in_use(), inner.set.waiting())
+    }
+
+    /// Request `id` of the flow hashed `flow_hash` arrives, needing `seats`.
+    pub fn arrive(self: &Arc<Self>, id: RequestId, flow_hash: u64, seats: u32) -> Admission {
+        let now = self.now();
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.lock();
+        inner.waiters.insert(id, tx);
+        let arrival = inner.set.arrive(now, id, flow_hash, seats);
+        inner.deliver(now);
+        if arrival == Arrival::Rejected {
+            inner.waiters.remove(&id);
+            return Admission::Rejected;
+        }
+        Admission::Admitted(Ticket { level: self.clone(), id, rx: Some(rx) })
+    }
+
+    /// A seat is free again: dispatch what waits.
+    fn finish(&self, running: Running) {
+        let now = self.now();
+        let mut inner = self.lock();
+        inner.set.finish(now, running);
+        inner.deliver(now);
+    }
+}
+
+impl Inner {
+    /// Hands every dispatched request to its waiter. One whose waiter is gone (it gave up
+    /// without being able to cancel, which the locking rules out, or the channel closed)
+    /// frees its seat at once, which may dispatch more.
+    fn deliver(&mut self, now: f64) {
+        loop {
+            let dispatched = self.set.take_dispatched();
+            if dispatched.is_empty() {
+                return;
+            }
+            for running in dispatched {
+                let unclaimed = match self.waiters.remove(&running.id) {
+                    Some(tx) => tx.send(running).err(),
+                    None => Some(running),
+                };
+                if let Some(running) = unclaimed {
+                    self.set.finish(now, running);
+                }
+            }
+        }
+    }
+}
+
+/// A request's place in its level: dispatched already, or waiting in a queue. Dropping it
+/// while it waits takes it out of its queue (the client went away).
+#[derive(Debug)]
+pub struct Ticket {
+    level: Arc<Level>,
+    id: RequestId,
+    /// None once the ticket turned into a seat or left its queue.
+    rx: Option<oneshot::Receiver<Running>>,
+}
+
+impl Ticket {
+    /// Waits until the request is dispatched, at most `limit`; None when it timed out and left
+    /// its queue.
+    pub async fn wait(mut self, limit: Duration) -> Option<Seat> {
+        let rx = self.rx.as_mut()?;
+        if let Ok(running) = rx.try_recv() {
+            return Some(self.seat(running));
+        }
+        match tokio::time::timeout(limit, rx).await {
+            Ok(Ok(running)) => Some(self.seat(running)),
+            // The sender is only dropped after a send (or a rejection, which never makes a ticket).
+            Ok(Err(_)) => None,
+            Err(_) => self.leave().map(|running| self.seat(running)),
+        }
+    }
+
+    fn seat(&mut self, running: Running) -> Seat {
+        self.rx = None;
+        Seat { level: self.level.clone(), running: Some(running) }
+    }
+
+    /// Leaves the queue; when the request was dispatched meanwhile, its place instead.
+    fn leave(&mut self) -> Option<Running> {
+        let mut rx = self.rx.take()?;
+        let mut inner = self.level.lock();
+        if inner.set.cancel(self.id) {
+            inner.waiters.remove(&self.id);
+            return None;
+        }
+        // Not waiting any more: it was dispatched, and its place was sent under this lock.
+        inner.waiters.remove(&self.id);
+        rx.try_recv().ok()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(running) = self.leave() {
+            self.level.finish(running);
+        }
+    }
+}
+
+/// A running request's seats, given back when dropped (once its answer is sent).
+#[derive(Debug)]
+pub struct Seat {
+    level: Arc<Level>,
+    running: Option<Running>,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            self.level.finish(running);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kapi_flowcontrol::config::Queuing;
+
+    use super::{Admission, Level};
+
+    const ONE_QUEUE: Queuing = Queuing { queues: 1, hand_size: 1, queue_length_limit: 2 };
+
+    fn admitted(a: Admission) -> super::Ticket {
+        match a {
+            Admission::Admitted(t) => t,
+            Admission::Rejected => panic!("rejected"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_finished_seat_dispatches_the_next_waiter() {
+        let level = Level::new(Some(ONE_QUEUE), 1);
+        let first = admitted(level.arrive(1, 7, 1)).wait(Duration::from_secs(1)).await.expect("runs at once");
+        let second = admitted(level.arrive(2, 7, 1));
+        assert_eq!(level.load(), (1, 1));
+        let waiter = tokio::spawn(second.wait(Duration::from_secs(5)));
+        tokio::task::yield_now().await;
+        drop(first);
+        let seat = waiter.await.unwrap().expect("dispatched when the first finished");
+        assert_eq!(level.load(), (1, 0));
+        drop(seat);
+        assert_eq!(level.load(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn full_queues_reject_and_timed_out_waiters_leave() {
+        let level = Level::new(Some(ONE_QUEUE), 1);
+        let running = admitted(level.arrive(1, 7, 1)).wait(Duration::from_secs(1)).await.unwrap();
+        let a = admitted(level.arrive(2, 7, 1));
+        let b = admitted(level.arrive(3, 7, 1));
+        assert!(matches!(level.arrive(4, 7, 1), Admission::Rejected), "the queue holds two");
+        assert!(a.wait(Duration::from_millis(20)).await.is_none(), "timed out in its queue");
+        assert_eq!(level.load(), (1, 1));
+        drop(b);
+        assert_eq!(level.load(), (1, 0), "a dropped ticket leaves its queue");
+        drop(running);
+        assert_eq!(level.load(), (0, 0), "nobody was left to dispatch");
+    }
+
+    #[tokio::test]
+    async fn a_dispatched_ticket_dropped_unused_gives_its_seat_on() {
+        let level = Level::new(Some(ONE_QUEUE), 1);
+        let running = admitted(level.arrive(1, 7, 1)).wait(Duration::from_secs(1)).await.unwrap();
+        let dropped = admitted(level.arrive(2, 7, 1));
+        let last = admitted(level.arrive(3, 7, 1));
+        drop(running);
+        // 2 holds the seat now, without having claimed it; dropping it passes it to 3.
+        assert_eq!(level.load(), (1, 1));
+        drop(dropped);
+        assert_eq!(level.load(), (1, 0));
+        assert!(last.wait(Duration::from_millis(10)).await.is_some());
+        assert_eq!(level.load(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn levels_without_queues_reject_beyond_their_seats() {
+        let level = Level::new(None, 1);
+        let seat = admitted(level.arrive(1, 1, 1)).wait(Duration::ZERO).await.unwrap();
+        assert!(matches!(level.arrive(2, 2, 1), Admission::Rejected));
+        drop(seat);
+        assert!(matches!(level.arrive(3, 3, 1), Admission::Admitted(_)));
+    }
+}

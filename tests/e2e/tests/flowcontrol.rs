@@ -1,0 +1,157 @@
+//! API Priority and Fairness (`--enable-priority-and-fairness`): kube's bootstrap FlowSchemas
+//! and PriorityLevelConfigurations are stored and kept (a deleted or changed mandatory object
+//! comes back), every answer names its FlowSchema and priority level by UID, and a level that
+//! rejects answers a burst with kube's 429 while system:masters (the exempt level) is never
+//! limited.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kapi_e2e::{wait_for, Credential, Kapi, Request};
+use serde_json::json;
+
+const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
+const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
+const SCHEMA_HEADER: &str = "x-kubernetes-pf-flowschema-uid: ";
+const LEVEL_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid: ";
+
+fn cert(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
+    match kapi.issue_client_cert(user, &[]) {
+        Credential::Cert { cert, key } => (cert, key),
+        other => panic!("not a certificate: {other:?}"),
+    }
+}
+
+fn uid(kapi: &Kapi, collection: &str, name: &str) -> Option<String> {
+    let r = kapi.request(&Request::get(&format!("{collection}/{name}")));
+    (r.status == 200).then(|| r.body["metadata"]["uid"].as_str().unwrap_or_default().to_owned())
+}
+
+/// The value of `header` (lowercased header block, name with ": ") in `headers`.
+fn header<'a>(headers: &'a str, name: &str) -> Option<&'a str> {
+    headers.lines().find_map(|l| l.strip_prefix(name)).map(str::trim)
+}
+
+/// (schema UID, level UID) of the answer to a GET of `path` as `cert` (admin when None).
+fn pf_uids(kapi: &Kapi, path: &str, cert: Option<&(PathBuf, PathBuf)>) -> (String, String) {
+    let answer = kapi.get_with_headers(path, cert.is_none(), cert);
+    let get = |name| header(&answer.headers, name).unwrap_or_default().to_owned();
+    (get(SCHEMA_HEADER), get(LEVEL_HEADER))
+}
+
+fn names(kapi: &Kapi, collection: &str) -> Vec<String> {
+    let list = kapi.get_json(collection);
+    let mut names: Vec<String> =
+        list["items"].as_array().into_iter().flatten().filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned)).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn bootstrap_objects_are_kept_and_answers_name_their_schema_and_level() {
+    let kapi = Kapi::start_with(&["--enable-priority-and-fairness"]).expect("start kapi");
+    let mut want_schemas = vec![
+        "catch-all", "exempt", "global-default", "kube-controller-manager", "kube-scheduler", "kube-system-service-accounts", "probes",
+        "service-accounts", "system-leader-election", "system-node-high", "system-nodes",
+    ];
+    want_schemas.sort();
+    let mut want_levels = vec!["catch-all", "exempt", "global-default", "leader-election", "node-high", "system", "workload-high", "workload-low"];
+    want_levels.sort();
+    let stored = wait_for(Duration::from_secs(20), || {
+        (names(&kapi, FLOW_SCHEMAS) == want_schemas && names(&kapi, LEVELS) == want_levels).then_some(())
+    });
+    assert!(stored.is_some(), "bootstrap set: {:?} {:?}", names(&kapi, FLOW_SCHEMAS), names(&kapi, LEVELS));
+    let exempt = kapi.get_json(&format!("{FLOW_SCHEMAS}/exempt"));
+    assert_eq!(exempt["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"], "true", "{exempt}");
+    let out = kapi.kubectl(&["get", "flowschemas,prioritylevelconfigurations"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}{}", String::from_utf8_lossy(&out.stderr));
+    for name in ["flowschema.flowcontrol.apiserver.k8s.io/global-default", "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/workload-low"] {
+        assert!(table.contains(name), "{name} missing from:\n{table}");
+    }
+
+    // Admin (system:masters) requests fall in `exempt`, a plain user's in `global-default`.
+    let exempt_uids = || (uid(&kapi, FLOW_SCHEMAS, "exempt").unwrap_or_default(), uid(&kapi, LEVELS, "exempt").unwrap_or_default());
+    let applied = wait_for(Duration::from_secs(5), || (pf_uids(&kapi, "/api/v1/namespaces", None) == exempt_uids()).then_some(()));
+    assert!(applied.is_some(), "admin answer {:?}, exempt objects {:?}", pf_uids(&kapi, "/api/v1/namespaces", None), exempt_uids());
+    let alice = cert(&kapi, "alice");
+    let global = (uid(&kapi, FLOW_SCHEMAS, "global-default").unwrap(), uid(&kapi, LEVELS, "global-default").unwrap());
+    assert_eq!(pf_uids(&kapi, "/api/v1/namespaces/default/configmaps", Some(&alice)), global, "a forbidden answer is classified too");
+
+    // The mandatory `exempt` schema comes back after a delete (a new object, a new UID), and the
+    // mandatory `catch-all` level's spec after a change.
+    let old = exempt_uids().0;
+    let out = kapi.kubectl(&["delete", "flowschema", "exempt"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let back = wait_for(Duration::from_secs(10), || uid(&kapi, FLOW_SCHEMAS, "exempt").filter(|u| *u != old));
+    let back = back.expect("the exempt FlowSchema did not come back");
+    let follows = wait_for(Duration::from_secs(5), || (pf_uids(&kapi, "/api/v1/namespaces", None).0 == back).then_some(()));
+    assert!(follows.is_some(), "answers still name the deleted schema");
+    let patch = json!({"spec": {"limited": {"nominalConcurrencyShares": 50}}});
+    let r = kapi.request(&Request::new("PATCH", &format!("{LEVELS}/catch-all")).raw("application/merge-patch+json", patch.to_string()));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let restored = wait_for(Duration::from_secs(10), || {
+        let level = kapi.get_json(&format!("{LEVELS}/catch-all"));
+        (level["spec"]["limited"]["nominalConcurrencyShares"] == 5).then_some(())
+    });
+    assert!(restored.is_some(), "catch-all's spec was not restored: {}", kapi.get_json(&format!("{LEVELS}/catch-all")));
+}
+
+/// (status, lowercased headers, body) of a GET as `cert`.
+fn get(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str) -> (u16, String, String) {
+    let answer = kapi.get_with_headers(path, false, Some(cert));
+    (answer.status, answer.headers, answer.body)
+}
+
+#[test]
+fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
+    // 20 seats shared by kube's levels and `tiny` (1 share of 246): tiny gets one seat.
+    let kapi = Kapi::start_with(&["--enable-priority-and-fairness", "--max-requests-inflight", "10", "--max-mutating-requests-inflight", "10"])
+        .expect("start kapi");
+    let level = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration", "metadata": {"name": "tiny"},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "limitResponse": {"type": "Reject"}}}});
+    let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "loaders"},
+        "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
+                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "loader"}}],
+                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}]}]}});
+    for (collection, obj) in [(LEVELS, &level), (FLOW_SCHEMAS, &schema)] {
+        let r = kapi.request(&Request::new("POST", collection).json(obj));
+        assert_eq!(r.status, 201, "{}", r.raw);
+    }
+    let out = kapi.kubectl(&["create", "clusterrolebinding", "loader", "--clusterrole=view", "--user=loader"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let loader = cert(&kapi, "loader");
+    let ns = "/api/v1/namespaces/default/configmaps";
+    // Lists of about 5 MB take a while to encode and send, so the burst overlaps.
+    for i in 0..20 {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"payload": "x".repeat(256 * 1024)}});
+        assert_eq!(kapi.request(&Request::new("POST", ns).json(&cm)).status, 201);
+    }
+    let tiny = (uid(&kapi, FLOW_SCHEMAS, "loaders").unwrap(), uid(&kapi, LEVELS, "tiny").unwrap());
+    let applied = wait_for(Duration::from_secs(5), || {
+        let (_, headers, _) = get(&kapi, &loader, "/api/v1/namespaces/default/configmaps/big-0");
+        (header(&headers, LEVEL_HEADER) == Some(tiny.1.as_str())).then_some(())
+    });
+    assert!(applied.is_some(), "the loader's requests never reached the tiny level");
+
+    let (burst, admin) = std::thread::scope(|s| {
+        let burst: Vec<_> = (0..30).map(|_| s.spawn(|| get(&kapi, &loader, ns))).collect();
+        let admin: Vec<_> = (0..10).map(|_| s.spawn(|| kapi.request(&Request::get(ns)).status)).collect();
+        let burst: Vec<(u16, String, String)> = burst.into_iter().map(|h| h.join().expect("burst thread")).collect();
+        (burst, admin.into_iter().map(|h| h.join().expect("admin thread")).collect::<Vec<u16>>())
+    });
+    assert!(admin.iter().all(|s| *s == 200), "system:masters must never be limited: {admin:?}");
+    let ok = burst.iter().filter(|r| r.0 == 200).count();
+    let refused: Vec<_> = burst.iter().filter(|r| r.0 == 429).collect();
+    eprintln!("burst of {}: {ok} answered, {} refused", burst.len(), refused.len());
+    assert_eq!(ok + refused.len(), burst.len(), "only 200 or 429: {:?}", burst.iter().map(|r| r.0).collect::<Vec<_>>());
+    assert!(ok >= 1, "the level's seat serves someone");
+    assert!(refused.len() >= 15, "30 concurrent lists on one seat that rejects: {} refused", refused.len());
+    for (_, headers, body) in refused {
+        assert_eq!(header(headers, "retry-after: "), Some("1"), "{headers}");
+        assert_eq!(body, "Too many requests, please try again later.\n");
+        assert_eq!((header(headers, SCHEMA_HEADER), header(headers, LEVEL_HEADER)), (Some(tiny.0.as_str()), Some(tiny.1.as_str())), "{headers}");
+    }
+    // A level's seats come back: a lone request gets through again.
+    assert_eq!(get(&kapi, &loader, "/api/v1/namespaces/default/configmaps/big-0").0, 200);
+}
