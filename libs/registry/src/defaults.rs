@@ -51,6 +51,7 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
             set_default(obj, &["reclaimPolicy"], json!("Delete"));
             set_default(obj, &["volumeBindingMode"], json!("Immediate"));
         }
+        ("storage.k8s.io", "CSIDriver") => default_csi_driver(obj),
         ("autoscaling", "HorizontalPodAutoscaler") => default_hpa(obj),
         ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => default_webhooks(obj, false),
         ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => default_webhooks(obj, true),
@@ -283,6 +284,27 @@ fn default_node(obj: &mut Value) {
     if let Some(capacity) = capacity.filter(Value::is_object) {
         set_default(obj, &["status", "allocatable"], capacity);
     }
+}
+
+/// `SetDefaults_CSIDriver` (storage/v1) with its feature gates as kube ships them (the inline
+/// volume and FSGroupPolicy gates are GA, SELinuxMountReadWriteOncePod on): every optional
+/// field but `tokenRequests` gets a value, and no modes at all means `[Persistent]`.
+fn default_csi_driver(obj: &mut Value) {
+    for (field, value) in [
+        ("attachRequired", json!(true)),
+        ("podInfoOnMount", json!(false)),
+        ("storageCapacity", json!(false)),
+        ("fsGroupPolicy", json!("ReadWriteOnceWithFSType")),
+        ("requiresRepublish", json!(false)),
+        ("seLinuxMount", json!(false)),
+    ] {
+        set_default(obj, &["spec", field], value);
+    }
+    // `len(modes) == 0`: an empty list is defaulted too.
+    if obj.pointer("/spec/volumeLifecycleModes").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+        obj["spec"]["volumeLifecycleModes"] = Value::Null;
+    }
+    set_default(obj, &["spec", "volumeLifecycleModes"], json!(["Persistent"]));
 }
 
 fn default_network_policy(obj: &mut Value) {

@@ -77,7 +77,6 @@ kind: CSIDriver
 metadata: {name: csi.example.com}
 spec:
   podInfoOnMount: true
-  volumeLifecycleModes: [Persistent, Ephemeral]
 ---
 apiVersion: flowcontrol.apiserver.k8s.io/v1
 kind: PriorityLevelConfiguration
@@ -231,7 +230,8 @@ fn kubectl_get_prints_kube_columns_for_every_kind() {
                 ("STORAGECAPACITY", Some("false")),
                 ("TOKENREQUESTS", Some("<unset>")),
                 ("REQUIRESREPUBLISH", Some("false")),
-                ("MODES", Some("Persistent,Ephemeral")),
+                // Not in the manifest: kube's default.
+                ("MODES", Some("Persistent")),
                 ("AGE", None),
             ],
         ),

@@ -251,3 +251,34 @@ fn replication_controller_copies_template_labels() {
     assert_eq!(rc["metadata"]["labels"], json!({"app": "r"}));
     assert_eq!(rc["spec"]["replicas"], 1);
 }
+
+#[test]
+fn csi_driver_defaults_as_kube() {
+    let mut driver = json!({"metadata": {"name": "csi.example.com"}, "spec": {}});
+    apply_defaults("storage.k8s.io", "CSIDriver", &mut driver);
+    assert_eq!(
+        driver["spec"],
+        json!({
+            "attachRequired": true,
+            "podInfoOnMount": false,
+            "storageCapacity": false,
+            "fsGroupPolicy": "ReadWriteOnceWithFSType",
+            "requiresRepublish": false,
+            "seLinuxMount": false,
+            "volumeLifecycleModes": ["Persistent"]
+        })
+    );
+    // No spec at all is the same; what a client set stays, and an empty modes list is unset.
+    let mut bare = json!({"metadata": {"name": "d"}});
+    apply_defaults("storage.k8s.io", "CSIDriver", &mut bare);
+    assert_eq!(bare["spec"], driver["spec"]);
+    let mut set = json!({"spec": {"attachRequired": false, "fsGroupPolicy": "File", "volumeLifecycleModes": [], "seLinuxMount": true}});
+    apply_defaults("storage.k8s.io", "CSIDriver", &mut set);
+    assert_eq!(set["spec"]["attachRequired"], false);
+    assert_eq!(set["spec"]["fsGroupPolicy"], "File");
+    assert_eq!(set["spec"]["seLinuxMount"], true);
+    assert_eq!(set["spec"]["volumeLifecycleModes"], json!(["Persistent"]));
+    let mut ephemeral = json!({"spec": {"volumeLifecycleModes": ["Ephemeral"]}});
+    apply_defaults("storage.k8s.io", "CSIDriver", &mut ephemeral);
+    assert_eq!(ephemeral["spec"]["volumeLifecycleModes"], json!(["Ephemeral"]));
+}
