@@ -103,13 +103,18 @@ fn get(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str) -> (u16, String, Stri
     (answer.status, answer.headers, answer.body)
 }
 
-#[test]
-fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
-    // 20 seats shared by kube's levels and `tiny` (1 share of 246): tiny gets one seat.
+/// The configmaps the loader lists.
+const NS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// A server whose user `loader` (allowed to view) falls in its own level `tiny` of one seat
+/// (1 share of 246 of 20 seats) answering with `limit_response`; 20 ConfigMaps of 256 KiB make
+/// its lists about 5 MB, slow enough to overlap. Returns the loader's certificate and the
+/// (schema, level) UIDs, once the loader's requests reach the level.
+fn loader_on_a_tiny_level(limit_response: serde_json::Value) -> (Kapi, (PathBuf, PathBuf), (String, String)) {
     let kapi = Kapi::start_with(&["--enable-priority-and-fairness", "--max-requests-inflight", "10", "--max-mutating-requests-inflight", "10"])
         .expect("start kapi");
     let level = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration", "metadata": {"name": "tiny"},
-        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "limitResponse": {"type": "Reject"}}}});
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "limitResponse": limit_response}}});
     let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "loaders"},
         "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
                  "rules": [{"subjects": [{"kind": "User", "user": {"name": "loader"}}],
@@ -121,11 +126,9 @@ fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
     let out = kapi.kubectl(&["create", "clusterrolebinding", "loader", "--clusterrole=view", "--user=loader"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let loader = cert(&kapi, "loader");
-    let ns = "/api/v1/namespaces/default/configmaps";
-    // Lists of about 5 MB take a while to encode and send, so the burst overlaps.
     for i in 0..20 {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"payload": "x".repeat(256 * 1024)}});
-        assert_eq!(kapi.request(&Request::new("POST", ns).json(&cm)).status, 201);
+        assert_eq!(kapi.request(&Request::new("POST", NS).json(&cm)).status, 201);
     }
     let tiny = (uid(&kapi, FLOW_SCHEMAS, "loaders").unwrap(), uid(&kapi, LEVELS, "tiny").unwrap());
     let applied = wait_for(Duration::from_secs(5), || {
@@ -133,18 +136,31 @@ fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
         (header(&headers, LEVEL_HEADER) == Some(tiny.1.as_str())).then_some(())
     });
     assert!(applied.is_some(), "the loader's requests never reached the tiny level");
+    (kapi, loader, tiny)
+}
 
-    let (burst, admin) = std::thread::scope(|s| {
-        let burst: Vec<_> = (0..30).map(|_| s.spawn(|| get(&kapi, &loader, ns))).collect();
-        let admin: Vec<_> = (0..10).map(|_| s.spawn(|| kapi.request(&Request::get(ns)).status)).collect();
-        let burst: Vec<(u16, String, String)> = burst.into_iter().map(|h| h.join().expect("burst thread")).collect();
-        (burst, admin.into_iter().map(|h| h.join().expect("admin thread")).collect::<Vec<u16>>())
+/// `n` concurrent GETs of `path` as `cert`.
+fn burst(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str, n: usize) -> Vec<(u16, String, String)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n).map(|_| s.spawn(|| get(kapi, cert, path))).collect();
+        handles.into_iter().map(|h| h.join().expect("burst thread")).collect()
+    })
+}
+
+#[test]
+fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
+    let (kapi, loader, tiny) = loader_on_a_tiny_level(json!({"type": "Reject"}));
+    // While the loader's 30 lists compete for one seat, the admin's 10 run at once.
+    let (lists, admin) = std::thread::scope(|s| {
+        let lists = s.spawn(|| burst(&kapi, &loader, NS, 30));
+        let admin: Vec<_> = (0..10).map(|_| s.spawn(|| kapi.request(&Request::get(NS)).status)).collect();
+        (lists.join().expect("burst"), admin.into_iter().map(|h| h.join().expect("admin thread")).collect::<Vec<u16>>())
     });
     assert!(admin.iter().all(|s| *s == 200), "system:masters must never be limited: {admin:?}");
-    let ok = burst.iter().filter(|r| r.0 == 200).count();
-    let refused: Vec<_> = burst.iter().filter(|r| r.0 == 429).collect();
-    eprintln!("burst of {}: {ok} answered, {} refused", burst.len(), refused.len());
-    assert_eq!(ok + refused.len(), burst.len(), "only 200 or 429: {:?}", burst.iter().map(|r| r.0).collect::<Vec<_>>());
+    let ok = lists.iter().filter(|r| r.0 == 200).count();
+    let refused: Vec<_> = lists.iter().filter(|r| r.0 == 429).collect();
+    eprintln!("burst of {}: {ok} answered, {} refused", lists.len(), refused.len());
+    assert_eq!(ok + refused.len(), lists.len(), "only 200 or 429: {:?}", lists.iter().map(|r| r.0).collect::<Vec<_>>());
     assert!(ok >= 1, "the level's seat serves someone");
     assert!(refused.len() >= 15, "30 concurrent lists on one seat that rejects: {} refused", refused.len());
     for (_, headers, body) in refused {
@@ -154,4 +170,23 @@ fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
     }
     // A level's seats come back: a lone request gets through again.
     assert_eq!(get(&kapi, &loader, "/api/v1/namespaces/default/configmaps/big-0").0, 200);
+}
+
+#[test]
+fn a_queuing_level_runs_a_burst_in_turn_and_refuses_what_waits_past_its_deadline() {
+    let queue = json!({"type": "Queue", "queuing": {"queues": 4, "handSize": 1, "queueLengthLimit": 50}});
+    let (kapi, loader, tiny) = loader_on_a_tiny_level(queue);
+    // One seat, 8 lists: they wait their turn (15 s is plenty) and all get through.
+    let queued = burst(&kapi, &loader, NS, 8);
+    assert!(queued.iter().all(|r| r.0 == 200), "{:?}", queued.iter().map(|r| r.0).collect::<Vec<_>>());
+    // With ?timeout=1s a request waits at most 250 ms: behind several lists, some give up.
+    let hurried = burst(&kapi, &loader, &format!("{NS}?timeout=1s"), 12);
+    let refused: Vec<_> = hurried.iter().filter(|r| r.0 == 429).collect();
+    eprintln!("hurried burst of 12: {} refused", refused.len());
+    assert!(!refused.is_empty(), "{:?}", hurried.iter().map(|r| r.0).collect::<Vec<_>>());
+    for (_, headers, body) in refused {
+        assert_eq!(body, "Too many requests, please try again later.\n");
+        assert_eq!(header(headers, LEVEL_HEADER), Some(tiny.1.as_str()), "{headers}");
+    }
+    assert!(hurried.iter().all(|r| r.0 == 200 || r.0 == 429 || r.0 == 504), "{:?}", hurried.iter().map(|r| r.0).collect::<Vec<_>>());
 }
