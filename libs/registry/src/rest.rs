@@ -785,13 +785,13 @@ impl RestStore {
         for _ in 0..MAX_UPDATE_RETRIES {
             // A conflict on the cached copy says only that the copy was stale: retried from
             // the store whatever the desired object pinned.
-            let (old, mod_revision, from_cache) = match cached.take() {
-                Some((obj, rev)) => (obj.clone(), rev, true),
+            let (old, mod_revision, from_cache, stale) = match cached.take() {
+                Some((obj, rev)) => (obj.clone(), rev, true, false),
                 None => {
                     let Some(kv) = self.read(spec, &key, name).await? else {
                         return Err(ApiError::not_found(&gr, name));
                     };
-                    (decode_stored(&kv)?, kv.mod_revision, false)
+                    (decode_stored(&kv)?, kv.mod_revision, false, kv.stale)
                 }
             };
             let mut new = mutate(&old).await?;
@@ -841,8 +841,10 @@ impl RestStore {
                 track(Some(&old), &mut new);
             }
             set_resource_version(&mut new, mod_revision);
-            if new == old {
-                // kube skips no-op writes: the object and its resourceVersion stay as they are.
+            if new == old && !stale {
+                // kube skips no-op writes: the object and its resourceVersion stay as they are;
+                // unless the stored value was sealed with an older key, which the write
+                // replaces (rotation rewrites every object unchanged).
                 return Ok(old);
             }
             if let Some(admit) = hooks.admit {

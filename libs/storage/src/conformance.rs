@@ -158,6 +158,7 @@ pub(crate) fn state_at(events: &[Event], prefix: &str, at: Revision) -> BTreeMap
                         value: event.value.clone(),
                         mod_revision: event.revision,
                         create_revision,
+                        stale: false,
                     },
                 );
             }

@@ -94,6 +94,11 @@ pub struct KeyValue {
     pub mod_revision: Revision,
     /// Revision at which this incarnation of the key was created.
     pub create_revision: Revision,
+    /// The value was read through an encryption key or provider other than the one that
+    /// writes now (kube's "stale" transform): an update must be written even when it changes
+    /// nothing, so that rewriting objects re-encrypts them (key rotation). Backends answer
+    /// false; the encrypting store sets it.
+    pub stale: bool,
 }
 
 /// What a change-log entry did.

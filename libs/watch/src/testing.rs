@@ -34,6 +34,7 @@ impl State {
             value: value.clone(),
             mod_revision: v.revision,
             create_revision: v.create_revision,
+            stale: false,
         })
     }
 
@@ -198,6 +199,7 @@ impl Store for MemStore {
                 value: value.clone(),
                 mod_revision: v.revision,
                 create_revision: v.create_revision,
+                stale: false,
             });
         }
         Ok(ListResult {

@@ -47,7 +47,8 @@ pub async fn conditional_writes<F: StoreFactory>() -> Result<()> {
             key: key.into(),
             value: Bytes::from_static(b"v2"),
             mod_revision: r2,
-            create_revision: r1
+            create_revision: r1,
+            stale: false,
         }
     );
     match store

@@ -214,6 +214,7 @@ fn kv(key: &str, value: &Bytes, mod_revision: Revision, create_revision: Revisio
         value: value.clone(),
         mod_revision,
         create_revision,
+        stale: false,
     }
 }
 

@@ -83,6 +83,7 @@ pub(super) async fn get(inner: &Inner, key: &str) -> Result<Option<KeyValue>> {
                 value,
                 mod_revision: revs.revision(head.modified).map_err(store_error)?,
                 create_revision: revs.revision(head.created).map_err(store_error)?,
+                stale: false,
             }))
         })
         .await
@@ -298,6 +299,7 @@ pub(super) async fn list(inner: &Inner, prefix: &str, opts: &ListOptions) -> Res
                         value,
                         mod_revision: revs.revision(visible.modified).map_err(store_error)?,
                         create_revision: revs.revision(visible.created).map_err(store_error)?,
+                        stale: false,
                     });
                 }
                 let next = if fetched < take {

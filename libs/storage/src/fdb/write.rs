@@ -139,6 +139,7 @@ pub(super) async fn write(inner: &Inner, key: &str, op: Op<'_>) -> Result<Outcom
                 value,
                 mod_revision: revs.revision(head.modified)?,
                 create_revision: revs.revision(head.created)?,
+                stale: false,
             },
         )),
     }

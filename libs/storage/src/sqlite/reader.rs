@@ -87,6 +87,7 @@ pub(super) fn get(conn: &mut Connection, key: &str) -> Result<Option<KeyValue>> 
                 value: Bytes::from(row.get::<_, Vec<u8>>(0)?),
                 mod_revision: row.get(1)?,
                 create_revision: row.get(2)?,
+                stale: false,
             })
         })
         .optional()?;
@@ -196,6 +197,7 @@ pub(super) fn list(conn: &mut Connection, prefix: &str, opts: &ListOptions) -> R
                 value: Bytes::from(row.get::<_, Vec<u8>>(1)?),
                 mod_revision: row.get(2)?,
                 create_revision: row.get(3)?,
+                stale: false,
             });
         }
     }

@@ -272,6 +272,7 @@ fn head(conn: &Connection, key: &str) -> rusqlite::Result<Option<KeyValue>> {
                 value: Bytes::from(row.get::<_, Vec<u8>>(0)?),
                 mod_revision: row.get(1)?,
                 create_revision: row.get(2)?,
+                stale: false,
             })
         })
         .optional()
