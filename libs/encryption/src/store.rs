@@ -35,19 +35,23 @@ impl EncryptedStore {
         }
     }
 
-    fn open(&self, key: &str, value: Bytes) -> Result<Bytes> {
+    /// The plaintext of a stored value, and whether it was sealed by other than the writing
+    /// key (or written in plaintext where it would now be sealed).
+    fn open(&self, key: &str, value: Bytes) -> Result<(Bytes, bool)> {
         match self.transformer(key) {
             // Deleted-key tombstones carry no value.
             Some(t) if !value.is_empty() => t
                 .decrypt(key, &value)
-                .map(|(plain, _stale)| Bytes::from(plain))
+                .map(|(plain, stale)| (Bytes::from(plain), stale))
                 .map_err(|e| StorageError::Backend(format!("unable to transform key {key:?}: {e}"))),
-            _ => Ok(value),
+            _ => Ok((value, false)),
         }
     }
 
     fn open_kv(&self, mut kv: KeyValue) -> Result<KeyValue> {
-        kv.value = self.open(&kv.key, std::mem::take(&mut kv.value))?;
+        let (value, stale) = self.open(&kv.key, std::mem::take(&mut kv.value))?;
+        kv.value = value;
+        kv.stale = stale;
         Ok(kv)
     }
 }
@@ -81,15 +85,23 @@ impl Store for EncryptedStore {
         self.inner.count(prefix).await
     }
 
+    /// An event that does not open (sealed with a key no longer configured, after a rotation
+    /// rewrote every current object) ends the history this process can read: answered as
+    /// compaction up to it, so log followers start again from the current revision and
+    /// watches from before it get 410, as for compacted history.
     async fn read_log(&self, after: Revision, limit: usize) -> Result<Vec<Event>> {
         let events = self.inner.read_log(after, limit).await?;
-        events
-            .into_iter()
-            .map(|mut e| {
-                e.value = self.open(&e.key, std::mem::take(&mut e.value))?;
-                Ok(e)
-            })
-            .collect()
+        let mut opened = Vec::with_capacity(events.len());
+        for mut e in events {
+            match self.open(&e.key, std::mem::take(&mut e.value)) {
+                Ok((value, _)) => {
+                    e.value = value;
+                    opened.push(e);
+                }
+                Err(_) => return Err(StorageError::Compacted { requested: after, compacted: e.revision }),
+            }
+        }
+        Ok(opened)
     }
 
     async fn current_revision(&self) -> Result<Revision> {

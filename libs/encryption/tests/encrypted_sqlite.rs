@@ -89,9 +89,12 @@ async fn rotation_to_a_new_key_rewrites_every_secret() {
     let rotated = store(&db, &format!("  - secretbox: {{keys: [{{name: key2, secret: {KEY2}}}, {{name: key1, secret: {KEY1}}}]}}\n"));
     let page = rotated.list("/registry/core/secrets/", ListOptions::default()).await.expect("list");
     assert_eq!(page.items.len(), 5);
+    assert!(page.items.iter().all(|kv| kv.stale), "sealed with key1 while key2 writes: stale");
     for kv in page.items {
         rotated.update(&kv.key, kv.value.clone(), kv.mod_revision).await.expect("rewrite");
     }
+    let rewritten = rotated.get("/registry/core/secrets/default/s0").await.expect("get").expect("exists");
+    assert!(!rewritten.stale, "rewritten with key2");
     drop(rotated);
     // key1 gone: everything still reads with key2 alone.
     let only_new = store(&db, &format!("  - secretbox: {{keys: [{{name: key2, secret: {KEY2}}}]}}\n"));

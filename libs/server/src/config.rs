@@ -127,6 +127,9 @@ pub struct Options {
     pub storage_poll_interval: Option<Duration>,
     /// The `--kubelet-*` flags: how pod log, exec, attach and portforward reach kubelets.
     pub kubelet: crate::kubelet::KubeletClientOptions,
+    /// `--encryption-provider-config`, read and validated: which resources are stored
+    /// encrypted, with which providers (None: everything as plaintext).
+    pub encryption: Option<kapi_encryption::EncryptionConfig>,
 }
 
 /// `--endpoint-reconciler-type`.
@@ -203,6 +206,7 @@ impl Default for Options {
             nats_subject: "kapi.revisions".into(),
             storage_poll_interval: None,
             kubelet: crate::kubelet::KubeletClientOptions::default(),
+            encryption: None,
         }
     }
 }

@@ -43,11 +43,17 @@ pub fn poll_interval(opts: &Options) -> Duration {
 }
 
 /// Opens the configured store. Blocking (file IO, network boot): call it off the async workers.
+/// With `--encryption-provider-config`, every backend sits behind the encrypting store, so
+/// values of encrypted resources leave the process sealed.
 pub fn open(opts: &Options) -> Result<DynStore, StartError> {
-    match opts.storage_backend {
-        StorageBackend::Sqlite => open_sqlite(&opts.data_dir.join("kapi.db"), opts),
-        StorageBackend::Fdb => open_fdb(opts),
-    }
+    let store = match opts.storage_backend {
+        StorageBackend::Sqlite => open_sqlite(&opts.data_dir.join("kapi.db"), opts)?,
+        StorageBackend::Fdb => open_fdb(opts)?,
+    };
+    Ok(match &opts.encryption {
+        Some(config) => std::sync::Arc::new(kapi_encryption::EncryptedStore::new(store, config.clone())),
+        None => store,
+    })
 }
 
 fn open_sqlite(path: &Path, opts: &Options) -> Result<DynStore, StartError> {

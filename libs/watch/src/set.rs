@@ -183,7 +183,17 @@ impl CacheSet {
             caches.insert(Arc::new(ResourceCache::new(prefix, &config)));
         }
         let target = store.current_revision().await?;
-        let revision = load(&store, &caches.list, config.load_page, Start::Horizon).await?;
+        let revision = match load(&store, &caches.list, config.load_page, Start::Horizon).await {
+            Ok(revision) => revision,
+            Err(e) => {
+                // History is a convenience (watches resuming from before this start); the
+                // present is not. Old revisions may be unreadable where current ones are not:
+                // values sealed with an encryption key since removed, after a rotation that
+                // rewrote every current object. Watches from before the start then get 410.
+                tracing::warn!(error = %e, "the store's history cannot be read; the watch caches start at the current revision");
+                load(&store, &caches.list, config.load_page, Start::Current).await?
+            }
+        };
         let (applied, _) = watch::channel(revision);
         let (hints, _) = watch::channel(target);
         let (shutdown, _) = watch::channel(false);

@@ -175,6 +175,10 @@ struct Cli {
     /// Node address types tried in order to reach a node's kubelet.
     #[arg(long, value_delimiter = ',', default_value = "Hostname,InternalDNS,InternalIP,ExternalDNS,ExternalIP")]
     kubelet_preferred_address_types: Vec<String>,
+    /// EncryptionConfiguration file: which resources are stored encrypted, and how
+    /// (identity, aescbc, aesgcm, secretbox providers).
+    #[arg(long)]
+    encryption_provider_config: Option<PathBuf>,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -223,6 +227,14 @@ fn main() -> ExitCode {
         }
     };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // A bad encryption configuration stops start-up like a bad flag, naming file and field.
+    let encryption = match cli.encryption_provider_config.as_deref().map(kapi_encryption::load).transpose() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
 
     let opts = kapi_server::Options {
         bind_address: cli.bind_address,
@@ -277,6 +289,7 @@ fn main() -> ExitCode {
             timeout: cli.kubelet_timeout,
             preferred_address_types: cli.kubelet_preferred_address_types,
         },
+        encryption,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
