@@ -1,0 +1,70 @@
+//! The plugin seam and kube's chain (`chainAdmissionHandler`): every plugin that handles the
+//! operation mutates, in order; then every one validates, in order; the first refusal ends
+//! the write.
+
+use async_trait::async_trait;
+use kapi_apimachinery::ApiError;
+
+use crate::attributes::{Attributes, Operation, Outcome};
+
+/// An admission plugin. A plugin that only validates keeps the default `admit`; one that only
+/// mutates keeps the default `validate`.
+#[async_trait]
+pub trait AdmissionPlugin: Send + Sync {
+    /// kube's plugin name (`NamespaceLifecycle`, `ValidatingAdmissionWebhook`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Whether the plugin looks at writes of this operation.
+    fn handles(&self, operation: Operation) -> bool;
+
+    /// Mutates the write (`attrs.object`); an error refuses it.
+    async fn admit(&self, _attrs: &mut Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Validates the write, which no longer changes; an error refuses it.
+    async fn validate(&self, _attrs: &Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
+        Ok(())
+    }
+}
+
+/// The enabled plugins, in kube's order.
+#[derive(Default)]
+pub struct Chain {
+    plugins: Vec<Box<dyn AdmissionPlugin>>,
+}
+
+impl Chain {
+    /// A chain of `plugins`, run in the order given (build it from
+    /// [`crate::enabled_plugins`]).
+    pub fn new(plugins: Vec<Box<dyn AdmissionPlugin>>) -> Self {
+        Chain { plugins }
+    }
+
+    /// The plugins' names, in order (kube logs them at start).
+    pub fn names(&self) -> Vec<&'static str> {
+        self.plugins.iter().map(|p| p.name()).collect()
+    }
+
+    /// Whether any plugin handles `operation` (a write no plugin looks at skips admission).
+    pub fn handles(&self, operation: Operation) -> bool {
+        self.plugins.iter().any(|p| p.handles(operation))
+    }
+
+    /// The mutating phase: each plugin that handles the operation may change the object.
+    pub async fn admit(&self, attrs: &mut Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
+        let operation = attrs.operation;
+        for plugin in self.plugins.iter().filter(|p| p.handles(operation)) {
+            plugin.admit(attrs, outcome).await?;
+        }
+        Ok(())
+    }
+
+    /// The validating phase, after the object's own validation: no plugin changes it any more.
+    pub async fn validate(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
+        for plugin in self.plugins.iter().filter(|p| p.handles(attrs.operation)) {
+            plugin.validate(attrs, outcome).await?;
+        }
+        Ok(())
+    }
+}
