@@ -5,6 +5,7 @@
 //! `kapi-bench --kapi-bin target/release/kapi --out docs/perf-run.md`; `--quick` uses tiny
 //! counts so a test can check the tool end to end; `--only replicas` runs one section.
 
+mod apf;
 mod authz;
 mod client;
 mod crds;
@@ -65,6 +66,9 @@ enum Section {
     /// Many generated CRDs: time to Established, RSS per CRD, discovery and OpenAPI answer
     /// times, custom resources beside ConfigMaps.
     Crds,
+    /// API Priority and Fairness off vs on: one user floods with LISTs while another does GETs
+    /// and writes, a leader-election client renews a Lease and system:masters reads.
+    Apf,
 }
 
 struct Plan {
@@ -640,6 +644,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Crds) {
         report.push_str(&crds::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Apf) {
+        report.push_str(&apf::run(&cli.kapi_bin, cli.quick).await?);
     }
     Ok(report)
 }

@@ -44,6 +44,14 @@ fn quick_run_reports_every_measurement() {
         "| log polling (100 ms) | 50 | all replicas | cross-replica | 100 |",
         "| log polling (100 ms) | 50 | all replicas | same-replica | 100 |",
         "| 1 kapi, standalone |",
+        // APF off vs on: every row has both modes' numbers.
+        "## API Priority and Fairness: noisy neighbour",
+        "| user A (flood): LISTs completed |",
+        "| Lease renewal p50 / max, during the flood |",
+        "| kapi RSS growth during the flood |",
+        "user B (neighbour): GET → `global-default`",
+        "leader election: GET lease → `leader-election`",
+        "system:masters: GET → `exempt`",
     ] {
         assert!(
             stdout.contains(needle),
