@@ -49,6 +49,12 @@ fn no_flags_serve_on_6443_with_data_in_the_working_directory() {
             ready = line.strip_prefix("Serving securely on ").map(str::to_owned);
         }
     }
+    // The listener answers before storage opens (health checks from the first moment): the
+    // database appears a moment later, and a SIGTERM before that would end kapi first.
+    let db = dir.path().join("kapi-data").join("kapi.db");
+    while ready.is_some() && !db.is_file() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let status = child.wait().expect("kapi exits");
     assert_eq!(ready.as_deref(), Some("127.0.0.1:6443"));
