@@ -54,3 +54,21 @@ pub fn allocate(server_limit: u32, levels: &[PriorityLevel]) -> Vec<LevelLimits>
         })
         .collect()
 }
+
+/// kube's work estimate of a LIST: one seat per 100 objects it processes, between 1 and the
+/// level's `max_seats`. A list served from the watch cache walks every stored object of the
+/// resource; one from storage reads twice its page, or the whole resource plus the page when
+/// a selector filters it.
+pub fn list_seats(stored: u64, limit: Option<u64>, from_cache: bool, selector: bool, max_seats: u32) -> u32 {
+    const OBJECTS_PER_SEAT: u64 = 100;
+    let page = limit.filter(|l| *l > 0 && *l < stored).unwrap_or(stored);
+    let processed = if from_cache {
+        stored
+    } else if selector {
+        stored + page
+    } else {
+        2 * page
+    };
+    let seats = processed.div_ceil(OBJECTS_PER_SEAT).max(1);
+    u32::try_from(seats).unwrap_or(u32::MAX).min(max_seats.max(1))
+}

@@ -13,7 +13,7 @@ pub mod config;
 pub mod matching;
 pub mod queueset;
 
-pub use allocation::{allocate, LevelLimits};
+pub use allocation::{allocate, list_seats, LevelLimits};
 pub use config::{Config, FlowSchema, PriorityLevel};
 pub use matching::{classify, flow_hash, Classification, RequestDigest};
 pub use queueset::{Arrival, QueueSet, Running};

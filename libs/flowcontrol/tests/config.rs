@@ -141,3 +141,16 @@ fn flow_hashes_are_stable_and_tell_the_parts_apart() {
     assert_ne!(flow_hash("ab", "c"), flow_hash("a", "bc"));
     assert_ne!(flow_hash("global-default", "alice"), flow_hash("global-default", "bob"));
 }
+
+#[test]
+fn lists_cost_a_seat_per_hundred_objects_up_to_the_levels_maximum() {
+    use kapi_flowcontrol::list_seats;
+    assert_eq!(list_seats(0, None, true, false, 10), 1);
+    assert_eq!(list_seats(250, None, true, false, 10), 3);
+    assert_eq!(list_seats(5_000, None, true, false, 10), 10, "capped by the level");
+    assert_eq!(list_seats(5_000, None, true, false, 4), 4);
+    // From storage: twice the page, or the resource plus the page with a selector.
+    assert_eq!(list_seats(5_000, Some(100), false, false, 10), 2);
+    assert_eq!(list_seats(5_000, Some(100), false, true, 10), 10);
+    assert_eq!(list_seats(150, Some(500), false, false, 10), 3, "a limit beyond the count is the count");
+}

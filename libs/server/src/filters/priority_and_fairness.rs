@@ -8,9 +8,11 @@
 //!
 //! Every answer carries `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
 //!
-//! Not done yet (the next slices): every request takes one seat (kube's work estimator gives
-//! LISTs seats by object count and mutating requests extra seats for the watch notifications
-//! they cause); long-running requests (watches) are classified but never queued (kube holds
+//! A LIST takes kube's estimate of seats: one per 100 objects it walks (the resource's count in
+//! its watch cache), at most the level's maximum; other requests take one.
+//!
+//! Not done yet (the next slices): mutating requests' extra seats for the watch notifications
+//! they cause (kube's mutating work estimator); long-running requests (watches) are classified but never queued (kube holds
 //! seats for their initialization); levels get their nominal seats (no borrowing between
 //! levels at run time); `Retry-After` is always 1 (kube's grows with recent rejections).
 
@@ -44,6 +46,22 @@ fn wait_limit(request_timeout: Duration, query: Option<&str>) -> Duration {
     // An unparsable `?timeout=` is answered 400 by the timeout filter once dispatched.
     let deadline = super::timeout::deadline(request_timeout, query).unwrap_or(request_timeout);
     (deadline / 4).min(MAX_WAIT)
+}
+
+/// The seats a request takes (kube's work estimator, its LIST part): a LIST is charged by the
+/// number of objects of its resource the watch cache holds; everything else takes one seat.
+fn work_estimate(srv: &ApiServer, info: &RequestInfo, query: Option<&str>, max_seats: u32) -> u32 {
+    if !info.is_resource_request || info.verb != "list" {
+        return 1;
+    }
+    let Some(scope) = srv.chain.scope(&info.api_group, &info.api_version, &info.resource) else { return 1 };
+    let stored = srv.rest.caches().cache(&scope.spec().key_prefix()).map_or(0, |c| c.len() as u64);
+    let query = crate::query::Query::parse(query);
+    let limit = query.get("limit").and_then(|l| l.parse::<u64>().ok());
+    // kapi answers lists from the watch cache except continued pages and exact-revision reads.
+    let from_storage = query.get("continue").is_some_and(|c| !c.is_empty()) || query.get("resourceVersionMatch") == Some("Exact");
+    let selector = ["labelSelector", "fieldSelector"].iter().any(|k| query.get(k).is_some_and(|s| !s.is_empty()));
+    kapi_flowcontrol::list_seats(stored, limit, !from_storage, selector, max_seats)
 }
 
 fn with_headers(mut resp: Response<Body>, schema_uid: &str, level_uid: &str) -> Response<Body> {
@@ -87,7 +105,8 @@ where
     let seat = match &decision.queues {
         Some(level) if !long_running => {
             let limit = wait_limit(srv.options.request_timeout, req.uri().query());
-            let seat = match level.arrive(fc.next_id(), decision.flow_hash, 1) {
+            let seats = req.extensions().get::<RequestInfo>().map_or(1, |info| work_estimate(&srv, info, req.uri().query(), decision.max_seats));
+            let seat = match level.arrive(fc.next_id(), decision.flow_hash, seats) {
                 Admission::Admitted(ticket) => ticket.wait(limit).await,
                 Admission::Rejected => None,
             };

@@ -55,6 +55,8 @@ pub struct Decision {
     pub queues: Option<Arc<Level>>,
     /// The flow's hash (schema and distinguisher).
     pub flow_hash: u64,
+    /// The most seats one request of the level may take.
+    pub max_seats: u32,
 }
 
 fn uid_of(obj: &Value) -> String {
@@ -117,6 +119,7 @@ impl Snapshot {
             level_uid: entry.uid.clone(),
             queues: entry.queues.clone(),
             flow_hash: flow_hash(&schema, &distinguisher),
+            max_seats: entry.limits.max_seats,
         })
     }
 }
