@@ -297,11 +297,14 @@ async fn neighbour(target: Target, every: Duration, end: Instant, phase: &'stati
     (Samples::with(gets, elapsed), Samples::with(writes, elapsed), errors, first)
 }
 
-/// The leader-election client: every `every`, GET the Lease and PUT it back renewed (as
-/// client-go's leader election does); the latency of a renewal is both requests.
-async fn leader(target: Target, every: Duration, end: Instant) -> (Samples, usize) {
+/// Runs `step` every `every` until `end`: the latencies of the steps that succeeded, and how
+/// many failed.
+async fn periodic<F, Fut>(every: Duration, end: Instant, mut step: F) -> (Samples, usize)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
     let (mut lat, mut errors) = (Vec::new(), 0);
-    let mut conn = None;
     let mut tick = ticker(every);
     let started = Instant::now();
     loop {
@@ -309,40 +312,38 @@ async fn leader(target: Target, every: Duration, end: Instant) -> (Samples, usiz
         if Instant::now() >= end {
             break;
         }
-        let path = format!("{LEASES}/{LEASE}");
         let t = Instant::now();
-        let renewed = async {
-            let (_, body) = timed(&mut conn, &target, Method::GET, &path, None, StatusCode::OK).await?;
-            let mut lease: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-            lease["spec"]["renewTime"] = json!(micro_time_now());
-            timed(&mut conn, &target, Method::PUT, &path, Some(Bytes::from(lease.to_string())), StatusCode::OK).await
-        }
-        .await;
-        match renewed {
-            Ok(_) => lat.push(t.elapsed()),
+        match step().await {
+            Ok(()) => lat.push(t.elapsed()),
             Err(_) => errors += 1,
         }
     }
     (Samples::with(lat, started.elapsed()), errors)
 }
 
+/// The leader-election client: every `every`, GET the Lease and PUT it back renewed (as
+/// client-go's leader election does); the latency of a renewal is both requests.
+async fn leader(target: Target, every: Duration, end: Instant) -> (Samples, usize) {
+    let conn = tokio::sync::Mutex::new(None);
+    let path = format!("{LEASES}/{LEASE}");
+    periodic(every, end, || async {
+        let mut conn = conn.lock().await;
+        let (_, body) = timed(&mut conn, &target, Method::GET, &path, None, StatusCode::OK).await?;
+        let mut lease: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        lease["spec"]["renewTime"] = json!(micro_time_now());
+        timed(&mut conn, &target, Method::PUT, &path, Some(Bytes::from(lease.to_string())), StatusCode::OK).await.map(|_| ())
+    })
+    .await
+}
+
 /// The `system:masters` client: occasional GETs.
 async fn masters(target: Target, every: Duration, end: Instant) -> (Samples, usize) {
-    let (mut lat, mut errors) = (Vec::new(), 0);
-    let mut conn = None;
-    let mut tick = ticker(every);
-    let started = Instant::now();
-    loop {
-        tick.tick().await;
-        if Instant::now() >= end {
-            break;
-        }
-        match timed(&mut conn, &target, Method::GET, &format!("{CMS}/{TARGET_CM}"), None, StatusCode::OK).await {
-            Ok((d, _)) => lat.push(d),
-            Err(_) => errors += 1,
-        }
-    }
-    (Samples::with(lat, started.elapsed()), errors)
+    let conn = tokio::sync::Mutex::new(None);
+    let path = format!("{CMS}/{TARGET_CM}");
+    periodic(every, end, || async {
+        timed(&mut *conn.lock().await, &target, Method::GET, &path, None, StatusCode::OK).await.map(|_| ())
+    })
+    .await
 }
 
 /// All three neighbours for `duration`, concurrently.
