@@ -1,0 +1,1 @@
+//! CEL admission policies (kube's `k8s.io/apiserver/pkg/admission/plugin/policy`).

@@ -1,0 +1,1 @@
+//! Admission webhooks (kube's `k8s.io/apiserver/pkg/admission/plugin/webhook`).
