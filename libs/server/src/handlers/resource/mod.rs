@@ -1,0 +1,360 @@
+//! Resource requests: decode, call the generic REST store, encode in the negotiated form.
+//!
+//! Routing is data-driven from the catalog: the verbs a resource lists in discovery are the
+//! verbs served here; anything else is 405 MethodNotAllowed, an unknown resource 404.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use kapi_apimachinery::status::success_status;
+use kapi_apimachinery::{ApiError, GroupResource};
+use kapi_registry::catalog::Serving;
+use kapi_registry::rest::WriteHooks;
+use kapi_registry::strategy::WriteTarget;
+use serde_json::{json, Value};
+
+use crate::decode::decode_object;
+use crate::field_manager;
+use crate::field_validation::{self, FieldValidation, Source};
+use crate::handlers::{admission, reviews, Caller};
+use crate::negotiation::{content_essence, negotiate, Negotiable, Output, Shape};
+use crate::query::Query;
+use crate::request_info::RequestInfo;
+use crate::response::{self, Body};
+use crate::scope::ResourceScope;
+use crate::state::ApiServer;
+use crate::transform::{self, IncludeObject};
+
+mod delete;
+mod list;
+mod patch;
+mod subresource;
+
+use delete::delete_options;
+pub use list::list_params;
+use list::{list, list_meta, list_object, watch};
+use patch::{patch, PatchRequest};
+use subresource::subresource;
+
+pub(super) type HandlerResult = Result<Response<Body>, ApiError>;
+
+/// Serves one resource request whose body (if any) has been read already.
+pub async fn handle(
+    srv: &Arc<ApiServer>,
+    info: &RequestInfo,
+    query: &Query,
+    accept: Option<&str>,
+    content_type: Option<&str>,
+    caller: &Caller<'_>,
+    body: Bytes,
+) -> Response<Body> {
+    let what = if info.verb == "watch" {
+        Negotiable::Watch
+    } else {
+        Negotiable::Resource
+    };
+    let scope = find_scope(srv, info).await;
+    let protobuf = scope.as_ref().is_ok_and(|scope| scope.protobuf());
+    let output = match negotiate(accept, what, protobuf) {
+        Ok(o) => o,
+        Err(e) => return response::error(&e, Output::JSON),
+    };
+    let result = match &scope {
+        Ok(scope) => dispatch(srv, scope, info, query, output, content_type, caller, body).await,
+        Err(e) => Err(e.clone()),
+    };
+    let resp = match result {
+        Ok(resp) => resp,
+        Err(e) => response::error(&e, output),
+    };
+    match &scope {
+        Ok(scope) => with_warnings(resp, scope.warnings()),
+        Err(_) => resp,
+    }
+}
+
+/// The scope of the requested resource. A resource no tier knows may be one another replica
+/// has just defined: the chain first catches up with the store's current revision, so that a
+/// custom resource is never 404 here once its CRD is Established anywhere.
+async fn find_scope(
+    srv: &ApiServer,
+    info: &RequestInfo,
+) -> Result<Arc<dyn ResourceScope>, ApiError> {
+    let lookup = || {
+        srv.chain
+            .scope(&info.api_group, &info.api_version, &info.resource)
+    };
+    let scope = match lookup() {
+        Some(scope) => scope,
+        None => {
+            let current = srv
+                .rest
+                .store()
+                .current_revision()
+                .await
+                .map_err(ApiError::internal)?;
+            srv.chain.sync(current).await;
+            lookup().ok_or_else(ApiError::path_not_found)?
+        }
+    };
+    let spec = scope.spec();
+    // A namespace in the path of a cluster-scoped resource names no route.
+    if !spec.namespaced
+        && !info.namespace.is_empty()
+        && (spec.resource != "namespaces" || info.namespace != info.name)
+    {
+        return Err(ApiError::path_not_found());
+    }
+    Ok(scope)
+}
+
+pub(super) fn dry_run(query: &Query) -> Result<bool, ApiError> {
+    match query.all("dryRun").as_slice() {
+        [] => Ok(false),
+        ["All"] => Ok(true),
+        values => Err(ApiError::bad_request(format!(
+            "Invalid dryRun value: {values:?}: supported values: \"All\""
+        ))),
+    }
+}
+
+/// The raw JSON of a body, for duplicate-field detection (YAML bodies are parsed first).
+fn raw_json<'a>(content_type: Option<&str>, body: &'a [u8]) -> Option<&'a [u8]> {
+    match content_essence(content_type).as_deref() {
+        None | Some("application/json") => Some(body),
+        _ => None,
+    }
+}
+
+/// Decodes a create/update body and applies `fieldValidation`, collecting the warnings to send.
+pub(super) fn decode_checked(
+    scope: &dyn ResourceScope,
+    query: &Query,
+    content_type: Option<&str>,
+    body: &[u8],
+    warnings: &mut Vec<String>,
+) -> Result<Value, ApiError> {
+    let mode = FieldValidation::from_query(query)?;
+    let mut obj = decode_object(content_type, body, scope.spec())?;
+    warnings.extend(scope.check_fields(
+        mode,
+        &mut obj,
+        Source::Body(raw_json(content_type, body)),
+    )?);
+    Ok(obj)
+}
+
+/// Adds `Warning` headers, as kube-apiserver does for field validation in Warn mode.
+pub(super) fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body> {
+    for text in warnings {
+        if let Ok(v) = http::HeaderValue::from_str(&field_validation::warning_header(text)) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    resp
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    srv: &Arc<ApiServer>,
+    shared: &Arc<dyn ResourceScope>,
+    info: &RequestInfo,
+    query: &Query,
+    output: Output,
+    content_type: Option<&str>,
+    caller: &Caller<'_>,
+    body: Bytes,
+) -> HandlerResult {
+    // Objects may live in another version's storage: the strategy (defaults, validation,
+    // storage keys) is the storage version's; bodies and answers are converted.
+    let scope = shared.as_ref();
+    let spec = scope.spec();
+    let strategy = scope.strategy();
+    let gr = GroupResource::new(spec.group, spec.resource);
+    let ns = (!info.namespace.is_empty() && spec.namespaced).then_some(info.namespace.as_str());
+    if spec.namespaced && ns.is_none() && !matches!(info.verb.as_str(), "list" | "watch") {
+        return Err(ApiError::path_not_found());
+    }
+    if !info.subresource.is_empty() {
+        return subresource(
+            srv,
+            scope,
+            info,
+            ns,
+            query,
+            output,
+            content_type,
+            caller,
+            body,
+        )
+        .await;
+    }
+    // Collection paths serve list, watch, create and deletecollection; object paths get,
+    // update, patch and delete. Any other method on a path has no route in kube (405).
+    let collection = info.name.is_empty();
+    let routed = match info.verb.as_str() {
+        "update" | "patch" | "get" | "delete" => !collection,
+        "create" | "deletecollection" | "list" => collection,
+        _ => true,
+    };
+    if !routed {
+        return Err(ApiError::method_not_allowed());
+    }
+    if !spec.supports(&info.verb) {
+        return Err(ApiError::method_not_supported(&gr, &info.verb));
+    }
+    scope.check_verb(&info.verb)?;
+    if matches!(spec.serving, Serving::Virtual) {
+        return reviews::create(srv, spec, info, output, content_type, caller, &body);
+    }
+    let name = info.name.as_str();
+    let admit = admission::for_request(srv, spec, caller.user);
+    match info.verb.as_str() {
+        "get" => {
+            let obj = srv.rest.get(strategy, ns, name).await?;
+            Ok(single(scope, &obj, output, query, StatusCode::OK).await?)
+        }
+        "list" => list(srv, scope, ns, query, output).await,
+        "watch" => watch(srv, shared, ns, info, query, output).await,
+        "create" => {
+            let mut warnings = Vec::new();
+            let obj = scope
+                .convert_to_storage(decode_checked(
+                    scope,
+                    query,
+                    content_type,
+                    &body,
+                    &mut warnings,
+                )?)
+                .await?;
+            let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
+            let hooks = WriteHooks {
+                track: track.as_deref(),
+                admit: admit.as_deref(),
+            };
+            let created = srv
+                .rest
+                .create(strategy, ns, obj, dry_run(query)?, hooks)
+                .await?;
+            Ok(with_warnings(
+                single(scope, &created, output, query, StatusCode::CREATED).await?,
+                &warnings,
+            ))
+        }
+        "update" => {
+            let mut warnings = Vec::new();
+            let obj = scope
+                .convert_to_storage(decode_checked(
+                    scope,
+                    query,
+                    content_type,
+                    &body,
+                    &mut warnings,
+                )?)
+                .await?;
+            let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
+            let hooks = WriteHooks {
+                track: track.as_deref(),
+                admit: admit.as_deref(),
+            };
+            // kinds that allow create on update answer 201 when the PUT created the object
+            let (updated, created) = srv
+                .rest
+                .update_or_create(
+                    strategy,
+                    ns,
+                    name,
+                    obj,
+                    WriteTarget::Main,
+                    dry_run(query)?,
+                    hooks,
+                )
+                .await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(with_warnings(
+                single(scope, &updated, output, query, code).await?,
+                &warnings,
+            ))
+        }
+        "patch" => {
+            let req = PatchRequest {
+                content_type,
+                body: &body,
+                query,
+                user_agent: caller.user_agent,
+                target: WriteTarget::Main,
+                admit: admit.as_deref(),
+            };
+            let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
+            Ok(with_warnings(
+                single(scope, &patched, output, query, status).await?,
+                &warnings,
+            ))
+        }
+        "delete" => {
+            let opts = delete_options(&srv.openapi, query, content_type, &body)?;
+            let outcome = srv.rest.delete(strategy, ns, name, &opts).await?;
+            // A pending delete answers the object; a completed one the object or a Status, as
+            // the kind's store says (kube's ReturnDeletedObject).
+            let returns_object = !outcome.deleted || strategy.returns_deleted_object();
+            if returns_object {
+                Ok(single(scope, &outcome.object, output, query, StatusCode::OK).await?)
+            } else {
+                let uid = outcome
+                    .object
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                Ok(response::object(
+                    StatusCode::OK,
+                    &success_status(Some((&gr, name, uid))),
+                    output.plain(),
+                ))
+            }
+        }
+        "deletecollection" => {
+            let params = list_params(spec, query)?;
+            let opts = delete_options(&srv.openapi, query, content_type, &body)?;
+            let (deleted, rev) = srv
+                .rest
+                .delete_collection(strategy, ns, &params, &opts)
+                .await?;
+            let deleted = scope.convert_list_from_storage(deleted).await?;
+            let list = list_object(
+                spec,
+                scope.typed_lists(),
+                deleted.iter(),
+                list_meta(rev, None, None),
+            );
+            Ok(response::object(StatusCode::OK, &list, output.plain()))
+        }
+        _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
+    }
+}
+
+/// Answers with one stored object, in the request's version and shape. Tables are computed from
+/// the stored version, as kube prints from its internal version.
+pub(super) async fn single(
+    scope: &dyn ResourceScope,
+    obj: &Value,
+    output: Output,
+    query: &Query,
+    code: StatusCode,
+) -> Result<Response<Body>, ApiError> {
+    let value = match output.shape {
+        Shape::Table => {
+            let include =
+                IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+            let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+            scope.table(&mut std::iter::once(obj), meta, include, true)
+        }
+        Shape::PartialMetadata => transform::partial_metadata(obj),
+        Shape::Object | Shape::DiscoveryV2 => scope.convert_from_storage(obj.clone()).await?,
+    };
+    Ok(response::object(code, &value, output))
+}

@@ -1,0 +1,296 @@
+//! Subresources: status, scale, token, binding, and the pod connect subresources.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::StatusCode;
+use kapi_apimachinery::status::success_status;
+use kapi_apimachinery::{ApiError, GroupResource};
+use kapi_openapi::patch_schema;
+use kapi_registry::rest::WriteHooks;
+use kapi_registry::strategy::{Strategy, WriteTarget};
+use serde_json::{json, Value};
+
+use super::patch::{apply_patch, patch_kind, PatchKind, PatchRequest, UNTYPED_PATCH_TYPES};
+use super::{decode_checked, dry_run, patch, single, with_warnings, HandlerResult};
+use crate::decode::{decode_subresource, BodyType};
+use crate::field_manager;
+use crate::handlers::{pod_connect, Caller};
+use crate::negotiation::{decode_body, Output};
+use crate::query::Query;
+use crate::request_info::RequestInfo;
+use crate::response;
+use crate::scope::ResourceScope;
+use crate::state::ApiServer;
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn subresource(
+    srv: &Arc<ApiServer>,
+    scope: &dyn ResourceScope,
+    info: &RequestInfo,
+    ns: Option<&str>,
+    query: &Query,
+    output: Output,
+    content_type: Option<&str>,
+    caller: &Caller<'_>,
+    body: Bytes,
+) -> HandlerResult {
+    let (spec, strategy) = (scope.spec(), scope.strategy());
+    let sub = info.subresource.as_str();
+    let gr = GroupResource::new(spec.group, format!("{}/{}", spec.resource, sub));
+    let Some(sub_spec) = spec.subresources.iter().find(|s| s.name == sub) else {
+        return Err(ApiError::path_not_found());
+    };
+    if !sub_spec.verbs.contains(&info.verb.as_str()) {
+        return Err(ApiError::method_not_supported(&gr, &info.verb));
+    }
+    if pod_connect::serves(spec, sub) {
+        return pod_connect::serve(srv, strategy, info, ns, query, caller).await;
+    }
+    let name = info.name.as_str();
+    let dry = dry_run(query)?;
+    match (sub, info.verb.as_str()) {
+        ("status", "get") => {
+            let obj = srv.rest.get(strategy, ns, name).await?;
+            single(scope, &obj, output, query, StatusCode::OK).await
+        }
+        ("status", "update") => {
+            let mut warnings = Vec::new();
+            let obj = scope
+                .convert_to_storage(decode_checked(
+                    scope,
+                    query,
+                    content_type,
+                    &body,
+                    &mut warnings,
+                )?)
+                .await?;
+            let track = field_manager::for_request(scope, query, caller.user_agent, "status")?;
+            let updated = srv
+                .rest
+                .update(
+                    strategy,
+                    ns,
+                    name,
+                    obj,
+                    WriteTarget::Status,
+                    dry,
+                    WriteHooks::tracking(track.as_deref()),
+                )
+                .await?;
+            Ok(with_warnings(
+                single(scope, &updated, output, query, StatusCode::OK).await?,
+                &warnings,
+            ))
+        }
+        ("status", "patch") => {
+            let req = PatchRequest {
+                content_type,
+                body: &body,
+                query,
+                user_agent: caller.user_agent,
+                target: WriteTarget::Status,
+                admit: None,
+            };
+            let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
+            Ok(with_warnings(
+                single(scope, &patched, output, query, status).await?,
+                &warnings,
+            ))
+        }
+        ("scale", "get") => {
+            let obj = srv.rest.get(strategy, ns, name).await?;
+            Ok(response::object(
+                StatusCode::OK,
+                &scope.scale_of(&obj),
+                output.plain(),
+            ))
+        }
+        ("scale", "update") => {
+            let scale = decode_subresource(
+                &srv.openapi,
+                content_type,
+                &body,
+                BodyType {
+                    group: "autoscaling",
+                    version: "v1",
+                    kind: "Scale",
+                },
+            )?;
+            if scale
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| n != name)
+            {
+                return Err(ApiError::bad_request(
+                    "the name of the object does not match the name on the URL",
+                ));
+            }
+            let scale_track = field_manager::for_request(scope, query, caller.user_agent, "scale")?;
+            let updated = srv
+                .rest
+                .update_with(
+                    strategy,
+                    ns,
+                    name,
+                    WriteTarget::Main,
+                    dry,
+                    WriteHooks::tracking(scale_track.as_deref()),
+                    |parent| scope.apply_scale(parent, &scale),
+                )
+                .await?;
+            Ok(response::object(
+                StatusCode::OK,
+                &scope.scale_of(&updated),
+                output.plain(),
+            ))
+        }
+        ("scale", "patch") => {
+            let patch = patch_kind(
+                content_type,
+                patch_schema("autoscaling", "v1", "Scale"),
+                None,
+            )?;
+            let (PatchKind::Json | PatchKind::Merge | PatchKind::Strategic(_)) = patch else {
+                return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES));
+            };
+            let scale_track = field_manager::for_request(scope, query, caller.user_agent, "scale")?;
+            let updated = srv
+                .rest
+                .update_with(
+                    strategy,
+                    ns,
+                    name,
+                    WriteTarget::Main,
+                    dry,
+                    WriteHooks::tracking(scale_track.as_deref()),
+                    |parent| {
+                        let scale = scope.scale_of(parent);
+                        let patched = apply_patch(&patch, &body, &scale)?;
+                        scope.apply_scale(parent, &patched)
+                    },
+                )
+                .await?;
+            Ok(response::object(
+                StatusCode::OK,
+                &scope.scale_of(&updated),
+                output.plain(),
+            ))
+        }
+        ("token", "create") if spec.group.is_empty() && spec.resource == "serviceaccounts" => {
+            let request = decode_body(content_type, &body)?;
+            let answer = srv
+                .service_accounts
+                .token_request(&srv.rest, ns.unwrap_or_default(), name, request)
+                .await?;
+            Ok(response::object(StatusCode::CREATED, &answer, output))
+        }
+        ("binding", "create") if spec.group.is_empty() && spec.resource == "pods" => {
+            let binding = decode_subresource(
+                &srv.openapi,
+                content_type,
+                &body,
+                BodyType {
+                    group: "",
+                    version: "v1",
+                    kind: "Binding",
+                },
+            )?;
+            bind_pod(srv, strategy, ns, name, &binding, dry).await?;
+            Ok(response::object(
+                StatusCode::CREATED,
+                &success_status(None),
+                output.plain(),
+            ))
+        }
+        _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
+    }
+}
+
+/// `pods/<name>/binding`: sets `spec.nodeName` once, as the scheduler does through kube-apiserver.
+async fn bind_pod(
+    srv: &Arc<ApiServer>,
+    strategy: &dyn Strategy,
+    ns: Option<&str>,
+    name: &str,
+    binding: &Value,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    let node = binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if node.is_empty() {
+        return Err(ApiError::invalid(
+            "",
+            "Binding",
+            name,
+            vec![kapi_apimachinery::Cause::required("target.name", "")],
+        ));
+    }
+    let gr = GroupResource::new("", "pods/binding");
+    srv.rest
+        .update_with(
+            strategy,
+            ns,
+            name,
+            WriteTarget::Subresource,
+            dry_run,
+            WriteHooks::default(),
+            |pod| {
+                if pod.pointer("/metadata/deletionTimestamp").is_some() {
+                    return Err(ApiError::conflict(
+                        &gr,
+                        name,
+                        &format!("pod {name} is being deleted, cannot be assigned to a host"),
+                    ));
+                }
+                if let Some(existing) = pod
+                    .pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                {
+                    return Err(ApiError::conflict(
+                        &gr,
+                        name,
+                        &format!("pod {name} is already assigned to node \"{existing}\""),
+                    ));
+                }
+                let mut new = pod.clone();
+                new["spec"]["nodeName"] = Value::String(node.clone());
+                // As kube's binding: the binding's annotations land on the pod, and the pod is
+                // marked scheduled.
+                if let Some(annotations) = binding
+                    .pointer("/metadata/annotations")
+                    .and_then(Value::as_object)
+                {
+                    let meta = new.get_mut("metadata").and_then(Value::as_object_mut);
+                    if let Some(meta) = meta {
+                        let target = meta.entry("annotations").or_insert_with(|| json!({}));
+                        if let Some(target) = target.as_object_mut() {
+                            target.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+                        }
+                    }
+                }
+                let conditions = new
+                    .get_mut("status")
+                    .and_then(Value::as_object_mut)
+                    .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+                if let Some(Value::Array(conditions)) = conditions {
+                    conditions
+                        .retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+                    conditions.push(
+                        json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                    "lastTransitionTime": kapi_apimachinery::time::now_rfc3339()}),
+                    );
+                }
+                if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("resourceVersion");
+                }
+                Ok(new)
+            },
+        )
+        .await?;
+    Ok(())
+}
