@@ -35,26 +35,41 @@ const CACHE_WAIT: Duration = Duration::from_secs(3);
 /// object about to be stored, after defaulting and validation.
 pub type Tracker = dyn Fn(Option<&Value>, &mut Value) + Send + Sync;
 
-/// Admission at the store (kube's policy-based registries and the strategy steps that need the
-/// requester): sees the stored object (none on create) and the final one just before it is
-/// written; an error rejects the write and nothing is stored. RBAC's escalation checks plug in
-/// here, and a CertificateSigningRequest records who asked (kube's PrepareForCreate reads the
-/// user from the request context, which the store does not have), hence the `&mut`.
-pub type Admit = dyn Fn(Option<&Value>, &mut Value) -> Result<()> + Send + Sync;
+/// A strategy step that needs the requester, which the store does not have (kube's strategies
+/// read it from the request context): a CertificateSigningRequest records who asked. Runs on
+/// create right after the strategy's own preparation, so admission cannot spoof it.
+pub type Prepare = dyn Fn(&mut Value) + Send + Sync;
 
-/// What a write runs besides the strategy: the managedFields tracker and admission.
+/// Admission at the store, where kube-apiserver runs it: mutating admission on the object a
+/// write is about to make (before the strategy prepares, defaults and validates it), validating
+/// admission after the strategy's validation, both inside the retry loop so that they see the
+/// object the write stores. An error refuses the write and nothing is stored.
+#[async_trait::async_trait]
+pub trait StoreAdmission: Send + Sync {
+    /// Mutating admission of a create (`old` None) or update.
+    async fn mutate(&self, old: Option<&Value>, new: &mut Value) -> Result<()>;
+    /// Validating admission of the object about to be stored.
+    async fn validate(&self, old: Option<&Value>, new: &Value) -> Result<()>;
+    /// Admission of a delete of `old` (kube runs both phases, with no new object).
+    async fn delete(&self, old: &Value) -> Result<()>;
+}
+
+/// What a write runs besides the strategy: the managedFields tracker, a requester-dependent
+/// preparation, and admission.
 #[derive(Clone, Copy, Default)]
 pub struct WriteHooks<'a> {
     /// Records managedFields.
     pub track: Option<&'a Tracker>,
-    /// Validating admission.
-    pub admit: Option<&'a Admit>,
+    /// Prepares a created object from the requester.
+    pub prepare: Option<&'a Prepare>,
+    /// Mutating and validating admission.
+    pub admission: Option<&'a dyn StoreAdmission>,
 }
 
 impl<'a> WriteHooks<'a> {
     /// Hooks of a write that only tracks managedFields.
     pub fn tracking(track: Option<&'a Tracker>) -> Self {
-        WriteHooks { track, admit: None }
+        WriteHooks { track, prepare: None, admission: None }
     }
 }
 
@@ -481,6 +496,12 @@ impl RestStore {
     ) -> Result<Value> {
         let spec = strategy.spec();
         Self::check_type_and_namespace(spec, &mut obj, namespace)?;
+        if let Some(admission) = hooks.admission {
+            // Admission sees the object defaulted, as kube decodes it with defaults first.
+            strategy.apply_defaults(&mut obj);
+            admission.mutate(None, &mut obj).await?;
+            Self::check_type_and_namespace(spec, &mut obj, namespace)?;
+        }
         if meta_str(&obj, "name").is_none() {
             if let Some(prefix) = meta_str(&obj, "generateName").map(str::to_owned) {
                 let mut rng = rand::thread_rng();
@@ -508,6 +529,9 @@ impl RestStore {
         }
         crate::omitempty::omit_empty_meta(&mut obj);
         strategy.prepare_for_create(&mut obj);
+        if let Some(prepare) = hooks.prepare {
+            prepare(&mut obj);
+        }
         strategy.apply_defaults(&mut obj);
         let name = meta_str(&obj, "name").unwrap_or_default().to_owned();
         let causes = strategy.validate(&obj);
@@ -520,8 +544,8 @@ impl RestStore {
         if let Some(track) = hooks.track {
             track(None, &mut obj);
         }
-        if let Some(admit) = hooks.admit {
-            admit(None, &mut obj)?;
+        if let Some(admission) = hooks.admission {
+            admission.validate(None, &obj).await?;
         }
         if spec.group.is_empty() && spec.resource == "services" {
             self.allocate_cluster_ip(&mut obj).await?;
@@ -581,6 +605,19 @@ impl RestStore {
 
     /// DELETE with preconditions, finalizers, pod grace periods and propagation policy.
     pub async fn delete(&self, strategy: &dyn Strategy, namespace: Option<&str>, name: &str, opts: &DeleteOptions) -> Result<DeleteOutcome> {
+        self.delete_admitted(strategy, namespace, name, opts, None).await
+    }
+
+    /// [`RestStore::delete`] through admission, which sees the stored object of each attempt
+    /// once the preconditions hold.
+    pub async fn delete_admitted(
+        &self,
+        strategy: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+        admission: Option<&dyn StoreAdmission>,
+    ) -> Result<DeleteOutcome> {
         let spec = strategy.spec();
         let gr = group_resource(spec);
         let key = object_key(spec, namespace, name);
@@ -610,6 +647,9 @@ impl RestStore {
                         ),
                     ));
                 }
+            }
+            if let Some(admission) = admission {
+                admission.delete(&obj).await?;
             }
             strategy.prepare_for_delete(&mut obj);
             let mut fins = finalizers(&obj);
@@ -693,6 +733,7 @@ impl RestStore {
         namespace: Option<&str>,
         params: &ListParams,
         opts: &DeleteOptions,
+        admission: Option<&dyn StoreAdmission>,
     ) -> Result<(Vec<Value>, Revision)> {
         let mut list_params = params.clone();
         list_params.limit = None;
@@ -702,7 +743,7 @@ impl RestStore {
         for obj in page.items {
             let Some(name) = meta_str(&obj, "name") else { continue };
             let ns = meta_str(&obj, "namespace");
-            match self.delete(strategy, ns.or(namespace), name, opts).await {
+            match self.delete_admitted(strategy, ns.or(namespace), name, opts, admission).await {
                 Ok(outcome) => deleted.push(outcome.object),
                 // Someone else deleted it first: that is what we wanted.
                 Err(e) if e.code == 404 => {}

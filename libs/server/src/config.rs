@@ -130,6 +130,9 @@ pub struct Options {
     /// `--encryption-provider-config`, read and validated: which resources are stored
     /// encrypted, with which providers (None: everything as plaintext).
     pub encryption: Option<kapi_encryption::EncryptionConfig>,
+    /// `--enable-admission-plugins`, `--disable-admission-plugins` and
+    /// `--admission-control-config-file`, checked.
+    pub admission: crate::admission::AdmissionOptions,
 }
 
 /// `--endpoint-reconciler-type`.
@@ -207,6 +210,7 @@ impl Default for Options {
             storage_poll_interval: None,
             kubelet: crate::kubelet::KubeletClientOptions::default(),
             encryption: None,
+            admission: crate::admission::AdmissionOptions::default(),
         }
     }
 }
@@ -628,9 +632,14 @@ async fn build_server(
         crate::rbac_sync::start(caches.clone(), rest.clone(), rbac.clone()).await?;
         informers.mark_synced(RBAC_INDEX);
     }
+    let admission = crate::admission::build_chain(
+        &opts.admission,
+        crate::admission::PluginContext { authorizer: authorizer.clone(), rbac: rbac.clone() },
+    );
     let srv = Arc::new(ApiServer {
         rest,
         chain,
+        admission: Arc::new(admission),
         metrics: Metrics::new(),
         authenticator,
         authorizer,

@@ -4,6 +4,7 @@
 //! Start at [`config::run`] (options to a serving process) and [`handler`] (the request path).
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod bootstrap;
 pub mod config;
 pub mod decode;

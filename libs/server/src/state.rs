@@ -79,6 +79,8 @@ pub struct ApiServer {
     pub rest: RestStore,
     /// The tiers that serve resources: core, then extensions, then 404.
     pub chain: crate::tier::Chain,
+    /// The admission chain every write runs.
+    pub admission: Arc<kapi_admission::Chain>,
     /// Metrics registry.
     pub metrics: Metrics,
     /// Who is calling.

@@ -179,6 +179,15 @@ struct Cli {
     /// (identity, aescbc, aesgcm, secretbox providers).
     #[arg(long)]
     encryption_provider_config: Option<PathBuf>,
+    /// Admission plugins to run besides kube-apiserver's default set (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    enable_admission_plugins: Vec<String>,
+    /// Admission plugins of the default set not to run (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    disable_admission_plugins: Vec<String>,
+    /// AdmissionConfiguration file (apiserver.config.k8s.io/v1): each plugin's configuration.
+    #[arg(long)]
+    admission_control_config_file: Option<PathBuf>,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
@@ -230,6 +239,17 @@ fn main() -> ExitCode {
     // A bad encryption configuration stops start-up like a bad flag, naming file and field.
     let encryption = match cli.encryption_provider_config.as_deref().map(kapi_encryption::load).transpose() {
         Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let admission = match kapi_server::admission::AdmissionOptions::from_flags(
+        &cli.enable_admission_plugins,
+        &cli.disable_admission_plugins,
+        cli.admission_control_config_file.as_deref(),
+    ) {
+        Ok(admission) => admission,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(EX_USAGE);
@@ -290,6 +310,7 @@ fn main() -> ExitCode {
             preferred_address_types: cli.kubelet_preferred_address_types,
         },
         encryption,
+        admission,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -190,6 +190,16 @@ impl RestStore {
                 Some(rv) if rv == mod_revision => true,
                 Some(_) => return Err(ApiError::stale_update(&gr, name)),
             };
+            if let Some(admission) = hooks.admission {
+                if target == WriteTarget::Main {
+                    strategy.apply_defaults(&mut new);
+                }
+                admission.mutate(Some(&old), &mut new).await?;
+                Self::check_type_and_namespace(spec, &mut new, namespace)?;
+                if meta_str(&new, "name") != Some(name) {
+                    return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
+                }
+            }
             strategy.prepare_for_update(&mut new, &old, target);
             // System fields are the server's: keep them from the stored object.
             {
@@ -227,14 +237,15 @@ impl RestStore {
                 track(Some(&old), &mut new);
             }
             set_resource_version(&mut new, mod_revision);
+            // kube validates even a write that turns out to change nothing.
+            if let Some(admission) = hooks.admission {
+                admission.validate(Some(&old), &new).await?;
+            }
             if new == old && !stale {
                 // kube skips no-op writes: the object and its resourceVersion stay as they are;
                 // unless the stored value was sealed with an older key, which the write
                 // replaces (rotation rewrites every object unchanged).
                 return Ok(old);
-            }
-            if let Some(admit) = hooks.admit {
-                admit(Some(&old), &mut new)?;
             }
             // Removing the last finalizer of an object being deleted completes the deletion.
             if meta_str(&new, "deletionTimestamp").is_some() && finalizers(&new).is_empty() {

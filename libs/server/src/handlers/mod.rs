@@ -1,6 +1,5 @@
 //! Request handlers behind the router.
 
-pub mod admission;
 pub mod discovery;
 pub mod openapi;
 pub mod pod_connect;

@@ -40,12 +40,7 @@ pub(super) fn list_meta(rev: u64, continue_token: Option<String>, remaining: Opt
 
 /// A list (`PodList`): items of built-in kinds carry no kind/apiVersion, as kube-apiserver's
 /// typed lists encode them; custom resources' (unstructured) items keep theirs.
-pub(super) fn list_object<'a>(
-    spec: &ResourceSpec,
-    typed: bool,
-    items: impl Iterator<Item = &'a Value>,
-    meta: Value,
-) -> Value {
+pub(super) fn list_object<'a>(spec: &ResourceSpec, typed: bool, items: impl Iterator<Item = &'a Value>, meta: Value) -> Value {
     let items: Vec<Value> = items
         .map(|o| {
             let mut o = o.clone();
@@ -90,10 +85,7 @@ impl serde::Serialize for ItemRef<'_> {
         match self.0.as_object() {
             Some(fields) if self.1 => {
                 let mut map = serializer.serialize_map(None)?;
-                for (k, v) in fields
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "apiVersion")
-                {
+                for (k, v) in fields.iter().filter(|(k, _)| k.as_str() != "kind" && k.as_str() != "apiVersion") {
                     map.serialize_entry(k, v)?;
                 }
                 map.end()
@@ -139,23 +131,14 @@ pub fn list_params(spec: &ResourceSpec, query: &Query) -> Result<ListParams, Api
         labels,
         fields,
         limit,
-        continue_token: query
-            .get("continue")
-            .filter(|c| !c.is_empty())
-            .map(str::to_owned),
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
         resource_version: rv,
         resource_version_match: rv_match,
         send_initial_events: send_initial_events.unwrap_or(false),
     })
 }
 
-pub(super) async fn list(
-    srv: &Arc<ApiServer>,
-    scope: &dyn ResourceScope,
-    ns: Option<&str>,
-    query: &Query,
-    output: Output,
-) -> HandlerResult {
+pub(super) async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Option<&str>, query: &Query, output: Output) -> HandlerResult {
     let spec = scope.spec();
     let strategy = scope.strategy();
     let params = list_params(spec, query)?;
@@ -170,22 +153,12 @@ pub(super) async fn list(
     let meta = list_meta(page.resource_version, page.continue_token, page.remaining);
     let value = match output.shape {
         Shape::Table => {
-            let include =
-                IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-            scope.table(
-                &mut page.items.iter().map(|a| a.as_ref()),
-                meta,
-                include,
-                true,
-            )
+            let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+            scope.table(&mut page.items.iter().map(|a| a.as_ref()), meta, include, true)
         }
-        Shape::PartialMetadata => {
-            transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta)
-        }
+        Shape::PartialMetadata => transform::partial_metadata_list(page.items.iter().map(|a| a.as_ref()), meta),
         Shape::Object | Shape::DiscoveryV2 if scope.converts() => {
-            let items = scope
-                .convert_list_from_storage(page.items.iter().map(|o| o.as_ref().clone()).collect())
-                .await?;
+            let items = scope.convert_list_from_storage(page.items.iter().map(|o| o.as_ref().clone()).collect()).await?;
             list_object(spec, scope.typed_lists(), items.iter(), meta)
         }
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
@@ -200,10 +173,7 @@ pub(super) async fn list(
                     kind: format!("{}List", spec.kind),
                     api_version: spec.api_version(),
                     metadata: &meta,
-                    items: ItemsRef {
-                        items: &items,
-                        typed,
-                    },
+                    items: ItemsRef { items: &items, typed },
                 };
                 serde_json::to_vec(&list).map(|mut bytes| {
                     bytes.push(b'\n');
@@ -215,12 +185,7 @@ pub(super) async fn list(
             .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
             return Ok(response::json(StatusCode::OK, bytes));
         }
-        Shape::Object | Shape::DiscoveryV2 => list_object(
-            spec,
-            scope.typed_lists(),
-            page.items.iter().map(|a| a.as_ref()),
-            meta,
-        ),
+        Shape::Object | Shape::DiscoveryV2 => list_object(spec, scope.typed_lists(), page.items.iter().map(|a| a.as_ref()), meta),
     };
     Ok(response::object(StatusCode::OK, &value, output))
 }
@@ -245,10 +210,7 @@ pub(super) async fn watch(
     let timeout = match query.u64("timeoutSeconds")?.filter(|s| *s > 0) {
         Some(s) => Duration::from_secs(s),
         None if srv.options.min_request_timeout.is_zero() => WATCH_WITHOUT_TIMEOUT,
-        None => srv
-            .options
-            .min_request_timeout
-            .mul_f64(1.0 + rand::random::<f64>()),
+        None => srv.options.min_request_timeout.mul_f64(1.0 + rand::random::<f64>()),
     };
     let allow_bookmarks = query.bool("allowWatchBookmarks")?.unwrap_or(false);
     let watcher = match srv.rest.watch(scope.strategy(), ns, &params).await {
@@ -265,8 +227,7 @@ pub(super) async fn watch(
             timeout,
             allow_bookmarks,
             send_initial_events: params.send_initial_events,
-            include: IncludeObject::parse(query.get("includeObject"))
-                .map_err(ApiError::bad_request)?,
+            include: IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?,
         },
     ))
 }
@@ -285,21 +246,11 @@ mod tests {
             .collect();
         let meta = list_meta(9, Some("tok".into()), Some(4));
         let built = list_object(spec, true, items.iter().map(|a| a.as_ref()), meta.clone());
-        let borrowed = ListRef {
-            kind: "ConfigMapList".into(),
-            api_version: "v1".into(),
-            metadata: &meta,
-            items: ItemsRef {
-                items: &items,
-                typed: true,
-            },
-        };
+        let borrowed =
+            ListRef { kind: "ConfigMapList".into(), api_version: "v1".into(), metadata: &meta, items: ItemsRef { items: &items, typed: true } };
         let bytes = serde_json::to_vec(&borrowed).unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), built);
-        assert!(
-            built["items"][0].get("kind").is_none(),
-            "list items carry no kind"
-        );
+        assert!(built["items"][0].get("kind").is_none(), "list items carry no kind");
         assert_eq!(built["items"][2]["metadata"]["name"], "c2");
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
+use kapi_admission::Operation;
 use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_registry::catalog::Serving;
@@ -17,7 +18,8 @@ use serde_json::{json, Value};
 use crate::decode::decode_object;
 use crate::field_manager;
 use crate::field_validation::{self, FieldValidation, Source};
-use crate::handlers::{admission, reviews, Caller};
+use crate::admission::{self, requester, RequestAdmission, View};
+use crate::handlers::{reviews, Caller};
 use crate::negotiation::{content_essence, negotiate, Negotiable, Output, Shape};
 use crate::query::Query;
 use crate::request_info::RequestInfo;
@@ -31,7 +33,7 @@ mod list;
 mod patch;
 mod subresource;
 
-use delete::delete_options;
+use delete::{delete_options, delete_options_object};
 pub use list::list_params;
 use list::{list, list_meta, list_object, watch};
 use patch::{patch, PatchRequest};
@@ -49,11 +51,7 @@ pub async fn handle(
     caller: &Caller<'_>,
     body: Bytes,
 ) -> Response<Body> {
-    let what = if info.verb == "watch" {
-        Negotiable::Watch
-    } else {
-        Negotiable::Resource
-    };
+    let what = if info.verb == "watch" { Negotiable::Watch } else { Negotiable::Resource };
     let scope = find_scope(srv, info).await;
     let protobuf = scope.as_ref().is_ok_and(|scope| scope.protobuf());
     let output = match negotiate(accept, what, protobuf) {
@@ -77,33 +75,19 @@ pub async fn handle(
 /// The scope of the requested resource. A resource no tier knows may be one another replica
 /// has just defined: the chain first catches up with the store's current revision, so that a
 /// custom resource is never 404 here once its CRD is Established anywhere.
-async fn find_scope(
-    srv: &ApiServer,
-    info: &RequestInfo,
-) -> Result<Arc<dyn ResourceScope>, ApiError> {
-    let lookup = || {
-        srv.chain
-            .scope(&info.api_group, &info.api_version, &info.resource)
-    };
+async fn find_scope(srv: &ApiServer, info: &RequestInfo) -> Result<Arc<dyn ResourceScope>, ApiError> {
+    let lookup = || srv.chain.scope(&info.api_group, &info.api_version, &info.resource);
     let scope = match lookup() {
         Some(scope) => scope,
         None => {
-            let current = srv
-                .rest
-                .store()
-                .current_revision()
-                .await
-                .map_err(ApiError::internal)?;
+            let current = srv.rest.store().current_revision().await.map_err(ApiError::internal)?;
             srv.chain.sync(current).await;
             lookup().ok_or_else(ApiError::path_not_found)?
         }
     };
     let spec = scope.spec();
     // A namespace in the path of a cluster-scoped resource names no route.
-    if !spec.namespaced
-        && !info.namespace.is_empty()
-        && (spec.resource != "namespaces" || info.namespace != info.name)
-    {
+    if !spec.namespaced && !info.namespace.is_empty() && (spec.resource != "namespaces" || info.namespace != info.name) {
         return Err(ApiError::path_not_found());
     }
     Ok(scope)
@@ -113,9 +97,7 @@ pub(super) fn dry_run(query: &Query) -> Result<bool, ApiError> {
     match query.all("dryRun").as_slice() {
         [] => Ok(false),
         ["All"] => Ok(true),
-        values => Err(ApiError::bad_request(format!(
-            "Invalid dryRun value: {values:?}: supported values: \"All\""
-        ))),
+        values => Err(ApiError::bad_request(format!("Invalid dryRun value: {values:?}: supported values: \"All\""))),
     }
 }
 
@@ -137,11 +119,7 @@ pub(super) fn decode_checked(
 ) -> Result<Value, ApiError> {
     let mode = FieldValidation::from_query(query)?;
     let mut obj = decode_object(content_type, body, scope.spec())?;
-    warnings.extend(scope.check_fields(
-        mode,
-        &mut obj,
-        Source::Body(raw_json(content_type, body)),
-    )?);
+    warnings.extend(scope.check_fields(mode, &mut obj, Source::Body(raw_json(content_type, body)))?);
     Ok(obj)
 }
 
@@ -177,18 +155,7 @@ async fn dispatch(
         return Err(ApiError::path_not_found());
     }
     if !info.subresource.is_empty() {
-        return subresource(
-            srv,
-            scope,
-            info,
-            ns,
-            query,
-            output,
-            content_type,
-            caller,
-            body,
-        )
-        .await;
+        return subresource(srv, scope, info, ns, query, output, content_type, caller, body).await;
     }
     // Collection paths serve list, watch, create and deletecollection; object paths get,
     // update, patch and delete. Any other method on a path has no route in kube (405).
@@ -209,7 +176,11 @@ async fn dispatch(
         return reviews::create(srv, spec, info, output, content_type, caller, &body);
     }
     let name = info.name.as_str();
-    let admit = admission::for_request(srv, spec, caller.user);
+    let dry = dry_run(query)?;
+    let admit = |operation, options| {
+        let request = admission::Request { info, user: caller.user, operation, options, dry_run: dry };
+        RequestAdmission::new(&srv.admission, scope, request, View::Object)
+    };
     match info.verb.as_str() {
         "get" => {
             let obj = srv.rest.get(strategy, ns, name).await?;
@@ -219,119 +190,68 @@ async fn dispatch(
         "watch" => watch(srv, shared, ns, info, query, output).await,
         "create" => {
             let mut warnings = Vec::new();
-            let obj = scope
-                .convert_to_storage(decode_checked(
-                    scope,
-                    query,
-                    content_type,
-                    &body,
-                    &mut warnings,
-                )?)
-                .await?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?).await?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
-            let hooks = WriteHooks {
-                track: track.as_deref(),
-                admit: admit.as_deref(),
-            };
-            let created = srv
-                .rest
-                .create(strategy, ns, obj, dry_run(query)?, hooks)
-                .await?;
-            Ok(with_warnings(
-                single(scope, &created, output, query, StatusCode::CREATED).await?,
-                &warnings,
-            ))
+            let admission = admit(Operation::Create, admission::options_object("CreateOptions", query));
+            let prepare = requester::for_create(spec, caller.user);
+            let hooks = WriteHooks { track: track.as_deref(), prepare: prepare.as_deref(), admission: Some(&admission) };
+            let created = srv.rest.create(strategy, ns, obj, dry, hooks).await?;
+            warnings.extend(admission.warnings());
+            Ok(with_warnings(single(scope, &created, output, query, StatusCode::CREATED).await?, &warnings))
         }
         "update" => {
             let mut warnings = Vec::new();
-            let obj = scope
-                .convert_to_storage(decode_checked(
-                    scope,
-                    query,
-                    content_type,
-                    &body,
-                    &mut warnings,
-                )?)
-                .await?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?).await?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "")?;
-            let hooks = WriteHooks {
-                track: track.as_deref(),
-                admit: admit.as_deref(),
-            };
+            let admission = admit(Operation::Update, admission::options_object("UpdateOptions", query));
+            let prepare = requester::for_create(spec, caller.user);
+            let hooks = WriteHooks { track: track.as_deref(), prepare: prepare.as_deref(), admission: Some(&admission) };
             // kinds that allow create on update answer 201 when the PUT created the object
-            let (updated, created) = srv
-                .rest
-                .update_or_create(
-                    strategy,
-                    ns,
-                    name,
-                    obj,
-                    WriteTarget::Main,
-                    dry_run(query)?,
-                    hooks,
-                )
-                .await?;
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            Ok(with_warnings(
-                single(scope, &updated, output, query, code).await?,
-                &warnings,
-            ))
+            let (updated, created) = srv.rest.update_or_create(strategy, ns, name, obj, WriteTarget::Main, dry, hooks).await?;
+            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            warnings.extend(admission.warnings());
+            Ok(with_warnings(single(scope, &updated, output, query, code).await?, &warnings))
         }
         "patch" => {
+            let admission = admit(Operation::Update, admission::options_object("PatchOptions", query));
+            let prepare = requester::for_create(spec, caller.user);
             let req = PatchRequest {
                 content_type,
                 body: &body,
                 query,
                 user_agent: caller.user_agent,
                 target: WriteTarget::Main,
-                admit: admit.as_deref(),
+                prepare: prepare.as_deref(),
+                admission: &admission,
             };
-            let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
-            Ok(with_warnings(
-                single(scope, &patched, output, query, status).await?,
-                &warnings,
-            ))
+            let (patched, mut warnings, status) = patch(srv, scope, ns, name, &req).await?;
+            warnings.extend(admission.warnings());
+            Ok(with_warnings(single(scope, &patched, output, query, status).await?, &warnings))
         }
         "delete" => {
             let opts = delete_options(&srv.openapi, query, content_type, &body)?;
-            let outcome = srv.rest.delete(strategy, ns, name, &opts).await?;
+            let admission = admit(Operation::Delete, delete_options_object(&opts));
+            let outcome = srv.rest.delete_admitted(strategy, ns, name, &opts, Some(&admission)).await?;
             // A pending delete answers the object; a completed one the object or a Status, as
             // the kind's store says (kube's ReturnDeletedObject).
             let returns_object = !outcome.deleted || strategy.returns_deleted_object();
-            if returns_object {
-                Ok(single(scope, &outcome.object, output, query, StatusCode::OK).await?)
+            let resp = if returns_object {
+                single(scope, &outcome.object, output, query, StatusCode::OK).await?
             } else {
-                let uid = outcome
-                    .object
-                    .pointer("/metadata/uid")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                Ok(response::object(
-                    StatusCode::OK,
-                    &success_status(Some((&gr, name, uid))),
-                    output.plain(),
-                ))
-            }
+                let uid = outcome.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+                response::object(StatusCode::OK, &success_status(Some((&gr, name, uid))), output.plain())
+            };
+            Ok(with_warnings(resp, &admission.warnings()))
         }
         "deletecollection" => {
             let params = list_params(spec, query)?;
             let opts = delete_options(&srv.openapi, query, content_type, &body)?;
-            let (deleted, rev) = srv
-                .rest
-                .delete_collection(strategy, ns, &params, &opts)
-                .await?;
+            // kube admits each object with the collection's attributes (no name).
+            let admission = admit(Operation::Delete, delete_options_object(&opts));
+            let (deleted, rev) = srv.rest.delete_collection(strategy, ns, &params, &opts, Some(&admission)).await?;
             let deleted = scope.convert_list_from_storage(deleted).await?;
-            let list = list_object(
-                spec,
-                scope.typed_lists(),
-                deleted.iter(),
-                list_meta(rev, None, None),
-            );
-            Ok(response::object(StatusCode::OK, &list, output.plain()))
+            let list = list_object(spec, scope.typed_lists(), deleted.iter(), list_meta(rev, None, None));
+            Ok(with_warnings(response::object(StatusCode::OK, &list, output.plain()), &admission.warnings()))
         }
         _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
     }
@@ -348,8 +268,7 @@ pub(super) async fn single(
 ) -> Result<Response<Body>, ApiError> {
     let value = match output.shape {
         Shape::Table => {
-            let include =
-                IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+            let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
             let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
             scope.table(&mut std::iter::once(obj), meta, include, true)
         }

@@ -8,7 +8,7 @@ use kapi_apimachinery::strategic_merge::apply_strategic_merge_patch;
 use kapi_apimachinery::ApiError;
 use kapi_fieldmanager::ApplySchema;
 use kapi_openapi::SchemaNode;
-use kapi_registry::rest::{Admit, WriteHooks};
+use kapi_registry::rest::{Prepare, StoreAdmission, WriteHooks};
 use kapi_registry::strategy::WriteTarget;
 use serde_json::{json, Value};
 
@@ -21,23 +21,12 @@ use crate::scope::ResourceScope;
 use crate::state::ApiServer;
 
 /// Patch media types served for kinds with a typed schema.
-const PATCH_TYPES: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/apply-patch+yaml",
-];
+const PATCH_TYPES: &[&str] =
+    &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"];
 /// Patch media types for kinds without a typed schema: kube does not strategic-merge those.
-pub(super) const UNTYPED_PATCH_TYPES: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-];
+pub(super) const UNTYPED_PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
 /// Patch media types for custom resources: no Go types to strategic-merge, but a schema to apply.
-const APPLY_ONLY_PATCH_TYPES: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/apply-patch+yaml",
-];
+const APPLY_ONLY_PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
 
 /// Checks the patch media type before anything is read, as kube's patch handler does, and picks
 /// the schema the patch needs (strategic merge and apply only exist for typed kinds).
@@ -77,11 +66,7 @@ pub(super) enum PatchKind<'a> {
 
 /// Applies a JSON or merge patch to `current`, with kube's rule that the patched object may not
 /// rename itself; a resourceVersion the patch sets is a precondition.
-pub(super) fn apply_patch(
-    kind: &PatchKind<'_>,
-    body: &[u8],
-    current: &Value,
-) -> Result<Value, ApiError> {
+pub(super) fn apply_patch(kind: &PatchKind<'_>, body: &[u8], current: &Value) -> Result<Value, ApiError> {
     // The patch sees the object as clients see it, resourceVersion included (a JSON patch may
     // `test` or `replace` it, as kubectl's managed-fields migration does).
     let base = current.clone();
@@ -129,8 +114,7 @@ pub(super) fn apply_patch(
 /// An untouched resourceVersion is no precondition: the write may retry against a newer
 /// object. One the patch set (or replaced) must still be the stored one, else 409.
 fn drop_unchanged_resource_version(patched: &mut Value, current: &Value) {
-    if patched.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion")
-    {
+    if patched.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
         if let Some(m) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
@@ -144,7 +128,8 @@ pub(super) struct PatchRequest<'a> {
     pub(super) query: &'a Query,
     pub(super) user_agent: Option<&'a str>,
     pub(super) target: WriteTarget,
-    pub(super) admit: Option<&'a Admit>,
+    pub(super) prepare: Option<&'a Prepare>,
+    pub(super) admission: &'a dyn StoreAdmission,
 }
 
 /// PATCH of the main resource or its status: JSON, merge, strategic merge patch or server-side
@@ -163,23 +148,15 @@ pub(super) async fn patch(
     let kind = patch_kind(req.content_type, scope.patch_schema(), scope.apply_schema())?;
     let mode = FieldValidation::from_query(query)?;
     let dry = dry_run(query)?;
-    let subresource = if req.target == WriteTarget::Status {
-        "status"
-    } else {
-        ""
-    };
+    let subresource = if req.target == WriteTarget::Status { "status" } else { "" };
     let force = parse_force(query, matches!(kind, PatchKind::Apply(_)))?;
     let manager = field_manager::manager(query, req.user_agent)?;
     if let PatchKind::Apply(schema) = &kind {
         if query.get("fieldManager").is_none() {
-            return Err(invalid_patch_options(kapi_apimachinery::Cause::required(
-                "fieldManager",
-                "is required for apply patch",
-            )));
+            return Err(invalid_patch_options(kapi_apimachinery::Cause::required("fieldManager", "is required for apply patch")));
         }
         let writer = field_manager::writer_for(scope, manager, subresource);
-        return server_side_apply(srv, scope, ns, name, req, schema, &writer, force, dry, mode)
-            .await;
+        return server_side_apply(srv, scope, ns, name, req, schema, &writer, force, dry, mode).await;
     }
     // kube refuses a JSON, merge or strategic merge patch that is not JSON before it reads the
     // object (its patch handler's `validateAndTranscodePatch`).
@@ -195,41 +172,26 @@ pub(super) async fn patch(
     let (body, kind, warned) = (req.body, &kind, &warnings);
     let patched = srv
         .rest
-        .update_with_async(
-            strategy,
-            ns,
-            name,
-            req.target,
-            dry,
-            WriteHooks {
-                track: track.as_deref(),
-                admit: req.admit,
-            },
-            |stored| {
-                let stored = stored.clone();
-                Box::pin(async move {
-                    // Patches apply to the object in the version the client speaks.
-                    let current = scope.convert_from_storage(stored).await?;
-                    let mut patched = apply_patch(kind, body, &current)?;
-                    let how = match kind {
-                        PatchKind::Merge => Patched::Json(Some(body)),
-                        PatchKind::Json => Patched::Json(None),
-                        PatchKind::Strategic(_) => Patched::Strategic(body),
-                        PatchKind::Apply(_) => Patched::Apply,
-                    };
-                    let found = scope.check_fields(mode, &mut patched, Source::Patched(how))?;
-                    drop_unchanged_resource_version(&mut patched, &current);
-                    *warned.lock().unwrap_or_else(|p| p.into_inner()) = found;
-                    scope.convert_to_storage(patched).await
-                })
-            },
-        )
+        .update_with_async(strategy, ns, name, req.target, dry, WriteHooks { track: track.as_deref(), prepare: None, admission: Some(req.admission) }, |stored| {
+            let stored = stored.clone();
+            Box::pin(async move {
+                // Patches apply to the object in the version the client speaks.
+                let current = scope.convert_from_storage(stored).await?;
+                let mut patched = apply_patch(kind, body, &current)?;
+                let how = match kind {
+                    PatchKind::Merge => Patched::Json(Some(body)),
+                    PatchKind::Json => Patched::Json(None),
+                    PatchKind::Strategic(_) => Patched::Strategic(body),
+                    PatchKind::Apply(_) => Patched::Apply,
+                };
+                let found = scope.check_fields(mode, &mut patched, Source::Patched(how))?;
+                drop_unchanged_resource_version(&mut patched, &current);
+                *warned.lock().unwrap_or_else(|p| p.into_inner()) = found;
+                scope.convert_to_storage(patched).await
+            })
+        })
         .await?;
-    Ok((
-        patched,
-        warnings.into_inner().unwrap_or_else(|p| p.into_inner()),
-        StatusCode::OK,
-    ))
+    Ok((patched, warnings.into_inner().unwrap_or_else(|p| p.into_inner()), StatusCode::OK))
 }
 
 /// `?force=`: only apply patches may force (kube's PatchOptions validation).
@@ -237,11 +199,7 @@ fn parse_force(query: &Query, apply: bool) -> Result<bool, ApiError> {
     let force = match query.get("force") {
         None | Some("false") => false,
         Some("true") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "force: invalid value {other:?}: must be true or false"
-            )))
-        }
+        Some(other) => return Err(ApiError::bad_request(format!("force: invalid value {other:?}: must be true or false"))),
     };
     if force && !apply {
         return Err(invalid_patch_options(kapi_apimachinery::Cause::invalid(
@@ -276,19 +234,13 @@ async fn server_side_apply(
     let (spec, strategy) = (scope.spec(), scope.strategy());
     let mut config = decode_body(Some("application/yaml"), req.body)?;
     let expected_version = spec.api_version();
-    let got_version = config
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let got_version = config.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     if got_version != expected_version {
         return Err(ApiError::bad_request(format!(
             "Incorrect version specified in apply patch. Specified patch version: {got_version}, expected: {expected_version}"
         )));
     }
-    let got_kind = config
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let got_kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
     if got_kind != spec.kind {
         return Err(ApiError::bad_request(format!(
             "Incorrect kind specified in apply patch. Specified patch kind: {got_kind}, expected: {}",
@@ -297,11 +249,7 @@ async fn server_side_apply(
     }
     match config.pointer("/metadata/name").and_then(Value::as_str) {
         Some(n) if n == name => {}
-        Some(n) => {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )))
-        }
+        Some(n) => return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})"))),
         None => {
             if let Some(m) = config.as_object_mut() {
                 let meta = m.entry("metadata").or_insert_with(|| json!({}));
@@ -328,57 +276,28 @@ async fn server_side_apply(
             };
         }
     };
-    let track: Option<&kapi_registry::rest::Tracker> =
-        (req.target == WriteTarget::Status).then_some(&restore);
+    let track: Option<&kapi_registry::rest::Tracker> = (req.target == WriteTarget::Status).then_some(&restore);
     let result = srv
         .rest
-        .update_with_async(
-            strategy,
-            ns,
-            name,
-            req.target,
-            dry,
-            WriteHooks {
-                track,
-                admit: req.admit,
-            },
-            |stored| {
-                let stored = stored.clone();
-                let (config, managed) = (&config, &managed);
-                Box::pin(async move {
-                    let current = scope.convert_from_storage(stored).await?;
-                    let applied = schema.apply(Some(&current), config, writer, force)?;
-                    if let Ok(mut m) = managed.lock() {
-                        *m = Some(
-                            applied
-                                .pointer("/metadata/managedFields")
-                                .cloned()
-                                .unwrap_or(Value::Null),
-                        );
-                    }
-                    scope.convert_to_storage(applied).await
-                })
-            },
-        )
+        .update_with_async(strategy, ns, name, req.target, dry, WriteHooks { track, prepare: None, admission: Some(req.admission) }, |stored| {
+            let stored = stored.clone();
+            let (config, managed) = (&config, &managed);
+            Box::pin(async move {
+                let current = scope.convert_from_storage(stored).await?;
+                let applied = schema.apply(Some(&current), config, writer, force)?;
+                if let Ok(mut m) = managed.lock() {
+                    *m = Some(applied.pointer("/metadata/managedFields").cloned().unwrap_or(Value::Null));
+                }
+                scope.convert_to_storage(applied).await
+            })
+        })
         .await;
     match result {
         Ok(obj) => Ok((obj, warnings, StatusCode::OK)),
         Err(e) if e.code == 404 && req.target == WriteTarget::Main => {
             let applied = schema.apply(None, &config, writer, force)?;
             let obj = scope.convert_to_storage(applied).await?;
-            let created = srv
-                .rest
-                .create(
-                    strategy,
-                    ns,
-                    obj,
-                    dry,
-                    WriteHooks {
-                        track: None,
-                        admit: req.admit,
-                    },
-                )
-                .await?;
+            let created = srv.rest.create(strategy, ns, obj, dry, WriteHooks { track: None, prepare: req.prepare, admission: Some(req.admission) }).await?;
             Ok((created, warnings, StatusCode::CREATED))
         }
         Err(e) => Err(e),

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::StatusCode;
+use kapi_admission::Operation;
 use kapi_apimachinery::status::success_status;
 use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_openapi::patch_schema;
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::patch::{apply_patch, patch_kind, PatchKind, PatchRequest, UNTYPED_PATCH_TYPES};
 use super::{decode_checked, dry_run, patch, single, with_warnings, HandlerResult};
+use crate::admission::{self, RequestAdmission, View};
 use crate::decode::{decode_subresource, BodyType};
 use crate::field_manager;
 use crate::handlers::{pod_connect, Caller};
@@ -49,6 +51,10 @@ pub(super) async fn subresource(
     }
     let name = info.name.as_str();
     let dry = dry_run(query)?;
+    let admit = |operation, options, view| {
+        let request = admission::Request { info, user: caller.user, operation, options, dry_run: dry };
+        RequestAdmission::new(&srv.admission, scope, request, view)
+    };
     match (sub, info.verb.as_str()) {
         ("status", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
@@ -56,152 +62,78 @@ pub(super) async fn subresource(
         }
         ("status", "update") => {
             let mut warnings = Vec::new();
-            let obj = scope
-                .convert_to_storage(decode_checked(
-                    scope,
-                    query,
-                    content_type,
-                    &body,
-                    &mut warnings,
-                )?)
-                .await?;
+            let obj = scope.convert_to_storage(decode_checked(scope, query, content_type, &body, &mut warnings)?).await?;
             let track = field_manager::for_request(scope, query, caller.user_agent, "status")?;
-            let updated = srv
-                .rest
-                .update(
-                    strategy,
-                    ns,
-                    name,
-                    obj,
-                    WriteTarget::Status,
-                    dry,
-                    WriteHooks::tracking(track.as_deref()),
-                )
-                .await?;
-            Ok(with_warnings(
-                single(scope, &updated, output, query, StatusCode::OK).await?,
-                &warnings,
-            ))
+            let admission = admit(Operation::Update, admission::options_object("UpdateOptions", query), View::Object);
+            let hooks = WriteHooks { admission: Some(&admission), ..WriteHooks::tracking(track.as_deref()) };
+            let updated = srv.rest.update(strategy, ns, name, obj, WriteTarget::Status, dry, hooks).await?;
+            warnings.extend(admission.warnings());
+            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK).await?, &warnings))
         }
         ("status", "patch") => {
+            let admission = admit(Operation::Update, admission::options_object("PatchOptions", query), View::Object);
             let req = PatchRequest {
                 content_type,
                 body: &body,
                 query,
                 user_agent: caller.user_agent,
                 target: WriteTarget::Status,
-                admit: None,
+                prepare: None,
+                admission: &admission,
             };
-            let (patched, warnings, status) = patch(srv, scope, ns, name, &req).await?;
-            Ok(with_warnings(
-                single(scope, &patched, output, query, status).await?,
-                &warnings,
-            ))
+            let (patched, mut warnings, status) = patch(srv, scope, ns, name, &req).await?;
+            warnings.extend(admission.warnings());
+            Ok(with_warnings(single(scope, &patched, output, query, status).await?, &warnings))
         }
         ("scale", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
-            Ok(response::object(
-                StatusCode::OK,
-                &scope.scale_of(&obj),
-                output.plain(),
-            ))
+            Ok(response::object(StatusCode::OK, &scope.scale_of(&obj), output.plain()))
         }
         ("scale", "update") => {
-            let scale = decode_subresource(
-                &srv.openapi,
-                content_type,
-                &body,
-                BodyType {
-                    group: "autoscaling",
-                    version: "v1",
-                    kind: "Scale",
-                },
-            )?;
-            if scale
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| n != name)
-            {
-                return Err(ApiError::bad_request(
-                    "the name of the object does not match the name on the URL",
-                ));
+            let scale = decode_subresource(&srv.openapi, content_type, &body, BodyType { group: "autoscaling", version: "v1", kind: "Scale" })?;
+            if scale.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
+                return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
             }
             let scale_track = field_manager::for_request(scope, query, caller.user_agent, "scale")?;
-            let updated = srv
-                .rest
-                .update_with(
-                    strategy,
-                    ns,
-                    name,
-                    WriteTarget::Main,
-                    dry,
-                    WriteHooks::tracking(scale_track.as_deref()),
-                    |parent| scope.apply_scale(parent, &scale),
-                )
-                .await?;
-            Ok(response::object(
-                StatusCode::OK,
-                &scope.scale_of(&updated),
-                output.plain(),
-            ))
+            let admission = admit(Operation::Update, admission::options_object("UpdateOptions", query), View::Scale);
+            let hooks = WriteHooks { admission: Some(&admission), ..WriteHooks::tracking(scale_track.as_deref()) };
+            let updated =
+                srv.rest.update_with(strategy, ns, name, WriteTarget::Main, dry, hooks, |parent| scope.apply_scale(parent, &scale)).await?;
+            Ok(with_warnings(response::object(StatusCode::OK, &scope.scale_of(&updated), output.plain()), &admission.warnings()))
         }
         ("scale", "patch") => {
-            let patch = patch_kind(
-                content_type,
-                patch_schema("autoscaling", "v1", "Scale"),
-                None,
-            )?;
+            let patch = patch_kind(content_type, patch_schema("autoscaling", "v1", "Scale"), None)?;
             let (PatchKind::Json | PatchKind::Merge | PatchKind::Strategic(_)) = patch else {
                 return Err(ApiError::unsupported_media_type(UNTYPED_PATCH_TYPES));
             };
             let scale_track = field_manager::for_request(scope, query, caller.user_agent, "scale")?;
+            let admission = admit(Operation::Update, admission::options_object("PatchOptions", query), View::Scale);
+            let hooks = WriteHooks { admission: Some(&admission), ..WriteHooks::tracking(scale_track.as_deref()) };
             let updated = srv
                 .rest
-                .update_with(
-                    strategy,
-                    ns,
-                    name,
-                    WriteTarget::Main,
-                    dry,
-                    WriteHooks::tracking(scale_track.as_deref()),
-                    |parent| {
-                        let scale = scope.scale_of(parent);
-                        let patched = apply_patch(&patch, &body, &scale)?;
-                        scope.apply_scale(parent, &patched)
-                    },
-                )
+                .update_with(strategy, ns, name, WriteTarget::Main, dry, hooks, |parent| {
+                    let scale = scope.scale_of(parent);
+                    let patched = apply_patch(&patch, &body, &scale)?;
+                    scope.apply_scale(parent, &patched)
+                })
                 .await?;
-            Ok(response::object(
-                StatusCode::OK,
-                &scope.scale_of(&updated),
-                output.plain(),
-            ))
+            Ok(with_warnings(response::object(StatusCode::OK, &scope.scale_of(&updated), output.plain()), &admission.warnings()))
         }
         ("token", "create") if spec.group.is_empty() && spec.resource == "serviceaccounts" => {
-            let request = decode_body(content_type, &body)?;
-            let answer = srv
-                .service_accounts
-                .token_request(&srv.rest, ns.unwrap_or_default(), name, request)
-                .await?;
-            Ok(response::object(StatusCode::CREATED, &answer, output))
+            let mut request = decode_body(content_type, &body)?;
+            let view = View::Body("authentication.k8s.io", "v1", "TokenRequest");
+            let admission = admit(Operation::Create, admission::options_object("CreateOptions", query), view);
+            admission.admit_object(&mut request).await?;
+            let answer = srv.service_accounts.token_request(&srv.rest, ns.unwrap_or_default(), name, request).await?;
+            Ok(with_warnings(response::object(StatusCode::CREATED, &answer, output), &admission.warnings()))
         }
         ("binding", "create") if spec.group.is_empty() && spec.resource == "pods" => {
-            let binding = decode_subresource(
-                &srv.openapi,
-                content_type,
-                &body,
-                BodyType {
-                    group: "",
-                    version: "v1",
-                    kind: "Binding",
-                },
-            )?;
+            let mut binding =
+                decode_subresource(&srv.openapi, content_type, &body, BodyType { group: "", version: "v1", kind: "Binding" })?;
+            let admission = admit(Operation::Create, admission::options_object("CreateOptions", query), View::Body("", "v1", "Binding"));
+            admission.admit_object(&mut binding).await?;
             bind_pod(srv, strategy, ns, name, &binding, dry).await?;
-            Ok(response::object(
-                StatusCode::CREATED,
-                &success_status(None),
-                output.plain(),
-            ))
+            Ok(with_warnings(response::object(StatusCode::CREATED, &success_status(None), output.plain()), &admission.warnings()))
         }
         _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
     }
@@ -216,81 +148,43 @@ async fn bind_pod(
     binding: &Value,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    let node = binding
-        .pointer("/target/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or_default().to_owned();
     if node.is_empty() {
-        return Err(ApiError::invalid(
-            "",
-            "Binding",
-            name,
-            vec![kapi_apimachinery::Cause::required("target.name", "")],
-        ));
+        return Err(ApiError::invalid("", "Binding", name, vec![kapi_apimachinery::Cause::required("target.name", "")]));
     }
     let gr = GroupResource::new("", "pods/binding");
     srv.rest
-        .update_with(
-            strategy,
-            ns,
-            name,
-            WriteTarget::Subresource,
-            dry_run,
-            WriteHooks::default(),
-            |pod| {
-                if pod.pointer("/metadata/deletionTimestamp").is_some() {
-                    return Err(ApiError::conflict(
-                        &gr,
-                        name,
-                        &format!("pod {name} is being deleted, cannot be assigned to a host"),
-                    ));
-                }
-                if let Some(existing) = pod
-                    .pointer("/spec/nodeName")
-                    .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                {
-                    return Err(ApiError::conflict(
-                        &gr,
-                        name,
-                        &format!("pod {name} is already assigned to node \"{existing}\""),
-                    ));
-                }
-                let mut new = pod.clone();
-                new["spec"]["nodeName"] = Value::String(node.clone());
-                // As kube's binding: the binding's annotations land on the pod, and the pod is
-                // marked scheduled.
-                if let Some(annotations) = binding
-                    .pointer("/metadata/annotations")
-                    .and_then(Value::as_object)
-                {
-                    let meta = new.get_mut("metadata").and_then(Value::as_object_mut);
-                    if let Some(meta) = meta {
-                        let target = meta.entry("annotations").or_insert_with(|| json!({}));
-                        if let Some(target) = target.as_object_mut() {
-                            target.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
-                        }
+        .update_with(strategy, ns, name, WriteTarget::Subresource, dry_run, WriteHooks::default(), |pod| {
+            if pod.pointer("/metadata/deletionTimestamp").is_some() {
+                return Err(ApiError::conflict(&gr, name, &format!("pod {name} is being deleted, cannot be assigned to a host")));
+            }
+            if let Some(existing) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict(&gr, name, &format!("pod {name} is already assigned to node \"{existing}\"")));
+            }
+            let mut new = pod.clone();
+            new["spec"]["nodeName"] = Value::String(node.clone());
+            // As kube's binding: the binding's annotations land on the pod, and the pod is
+            // marked scheduled.
+            if let Some(annotations) = binding.pointer("/metadata/annotations").and_then(Value::as_object) {
+                let meta = new.get_mut("metadata").and_then(Value::as_object_mut);
+                if let Some(meta) = meta {
+                    let target = meta.entry("annotations").or_insert_with(|| json!({}));
+                    if let Some(target) = target.as_object_mut() {
+                        target.extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
                     }
                 }
-                let conditions = new
-                    .get_mut("status")
-                    .and_then(Value::as_object_mut)
-                    .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
-                if let Some(Value::Array(conditions)) = conditions {
-                    conditions
-                        .retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
-                    conditions.push(
-                        json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
-                    "lastTransitionTime": kapi_apimachinery::time::now_rfc3339()}),
-                    );
-                }
-                if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
-                    m.remove("resourceVersion");
-                }
-                Ok(new)
-            },
-        )
+            }
+            let conditions = new.get_mut("status").and_then(Value::as_object_mut).map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+            if let Some(Value::Array(conditions)) = conditions {
+                conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+                conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                    "lastTransitionTime": kapi_apimachinery::time::now_rfc3339()}));
+            }
+            if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+            }
+            Ok(new)
+        })
         .await?;
     Ok(())
 }

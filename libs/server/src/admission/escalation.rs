@@ -1,67 +1,60 @@
-//! Validating admission the handlers attach to writes (kube's admission chain and policy-based
-//! registries): RBAC escalation prevention. A user may create or change a Role or ClusterRole
-//! only with rights it holds itself (or the `escalate` verb), and bind a role only if it holds
-//! the role's rights (or the `bind` verb on it); `system:masters` may do anything.
+//! RBAC escalation prevention as an admission plugin (kube runs it in the RBAC registries'
+//! policy-based storage): a user may create or change a Role or ClusterRole only with rights
+//! it holds itself (or the `escalate` verb), and bind a role only if it holds the role's rights
+//! (or the `bind` verb on it); `system:masters` may do anything.
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use kapi_admission::{AdmissionPlugin, Operation, Outcome};
 use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_auth::rbac::{PolicyRule, RbacAuthorizer};
 use kapi_auth::{Attributes, Authorizer, UserInfo};
-use kapi_registry::catalog::ResourceSpec;
-use kapi_registry::rest::Admit;
 use serde_json::Value;
-
-use crate::state::ApiServer;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// The admission of a write to `spec` by `user`, if the resource has any.
-pub fn for_request(srv: &Arc<ApiServer>, spec: &'static ResourceSpec, user: &UserInfo) -> Option<Box<Admit>> {
-    if (spec.group, spec.resource) == ("certificates.k8s.io", "certificatesigningrequests") {
-        let user = user.clone();
-        return Some(Box::new(move |old, new| {
-            if old.is_none() {
-                record_requester(&user, new);
-            }
-            Ok(())
-        }));
-    }
-    if spec.group != RBAC_GROUP {
-        return None;
-    }
-    let rbac = srv.rbac.clone()?;
-    let guard = EscalationGuard { authorizer: srv.authorizer.clone(), rbac, user: user.clone(), resource: spec.resource };
-    Some(Box::new(move |old, new| guard.check(old, new)))
+/// The plugin: always first in kapi's chain, not one of kube's named plugins (kube has no flag
+/// to turn these checks off either).
+pub struct RbacEscalation {
+    /// The server's authorizer (for the `escalate` and `bind` verbs).
+    pub authorizer: Arc<dyn Authorizer>,
+    /// The RBAC rules, to compare the requester's rights with the role's.
+    pub rbac: RbacAuthorizer,
 }
 
-/// kube's CSR PrepareForCreate: `spec.username`, `uid`, `groups` and `extra` are cleared, then
-/// filled from the requester (impersonated or not), so approvers see who asked. Empty values
-/// stay absent, as Go's `omitempty` writes them.
-fn record_requester(user: &UserInfo, csr: &mut Value) {
-    let Some(spec) = csr.get_mut("spec").and_then(Value::as_object_mut) else { return };
-    for field in ["username", "uid", "groups", "extra"] {
-        spec.remove(field);
+#[async_trait]
+impl AdmissionPlugin for RbacEscalation {
+    fn name(&self) -> &'static str {
+        "RBACEscalation"
     }
-    if !user.name.is_empty() {
-        spec.insert("username".into(), Value::String(user.name.clone()));
+
+    fn handles(&self, operation: Operation) -> bool {
+        matches!(operation, Operation::Create | Operation::Update)
     }
-    if !user.uid.is_empty() {
-        spec.insert("uid".into(), Value::String(user.uid.clone()));
-    }
-    if !user.groups.is_empty() {
-        spec.insert("groups".into(), serde_json::json!(user.groups));
-    }
-    if !user.extra.is_empty() {
-        spec.insert("extra".into(), serde_json::json!(user.extra));
+
+    async fn validate(&self, attrs: &kapi_admission::Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
+        if attrs.resource.group != RBAC_GROUP || !attrs.subresource.is_empty() {
+            return Ok(());
+        }
+        let resource = match attrs.resource.name.as_str() {
+            "roles" => "roles",
+            "clusterroles" => "clusterroles",
+            "rolebindings" => "rolebindings",
+            "clusterrolebindings" => "clusterrolebindings",
+            _ => return Ok(()),
+        };
+        let Some(new) = &attrs.object else { return Ok(()) };
+        let guard = EscalationGuard { authorizer: &self.authorizer, rbac: &self.rbac, user: &attrs.user, resource };
+        guard.check(attrs.old_object.as_ref(), new)
     }
 }
 
-/// Everything an escalation check needs, owned so the check can run inside a write's retry loop.
-struct EscalationGuard {
-    authorizer: Arc<dyn Authorizer>,
-    rbac: RbacAuthorizer,
-    user: UserInfo,
+/// Everything an escalation check needs.
+struct EscalationGuard<'a> {
+    authorizer: &'a Arc<dyn Authorizer>,
+    rbac: &'a RbacAuthorizer,
+    user: &'a UserInfo,
     resource: &'static str,
 }
 
@@ -84,7 +77,7 @@ fn only_gc_fields_changed(old: &Value, new: &Value) -> bool {
     strip(old) == strip(new)
 }
 
-impl EscalationGuard {
+impl EscalationGuard<'_> {
     fn privileged(&self) -> bool {
         self.user.in_group(kapi_auth::user::SYSTEM_MASTERS)
     }
@@ -122,10 +115,10 @@ impl EscalationGuard {
                     return Ok(());
                 }
                 let rules = kapi_auth::rbac::rules_of(new).map_err(|e| ApiError::bad_request(e.to_string()))?;
-                self.rbac.confirm_no_escalation(&self.user, namespace, &rules).map_err(|e| self.forbidden(name, &e))?;
+                self.rbac.confirm_no_escalation(self.user, namespace, &rules).map_err(|e| self.forbidden(name, &e))?;
                 let aggregation = new.get("aggregationRule").filter(|a| !a.is_null());
                 let aggregation_changed = old.is_none_or(|old| old.get("aggregationRule").filter(|a| !a.is_null()) != aggregation);
-                if aggregation.is_some() && aggregation_changed && self.rbac.confirm_no_escalation(&self.user, "", &PolicyRule::full_authority()).is_err() {
+                if aggregation.is_some() && aggregation_changed && self.rbac.confirm_no_escalation(self.user, "", &PolicyRule::full_authority()).is_err() {
                     return Err(self.forbidden(name, "must have cluster-admin privileges to use the aggregationRule"));
                 }
                 Ok(())
@@ -142,7 +135,7 @@ impl EscalationGuard {
                     .read()
                     .role_ref_rules(kind, role, namespace)
                     .map_err(|_| ApiError::not_found(&GroupResource::new(RBAC_GROUP, role_resource), role))?;
-                self.rbac.confirm_no_escalation(&self.user, namespace, &rules).map_err(|e| self.forbidden(name, &e))
+                self.rbac.confirm_no_escalation(self.user, namespace, &rules).map_err(|e| self.forbidden(name, &e))
             }
             _ => Ok(()),
         }
