@@ -67,6 +67,51 @@ pub struct Attributes {
     pub object: Option<Value>,
     /// The stored object (updates and deletes).
     pub old_object: Option<Value>,
+    /// Whether this is the second mutating round and what plugins remember between rounds.
+    pub reinvocation: Reinvocation,
+}
+
+/// kube's ReinvocationContext: a mutating plugin whose change may matter to plugins that ran
+/// before it asks for a second round ([`Reinvocation::request`]); the chain then runs every
+/// mutating plugin once more with [`Reinvocation::is_reinvoke`] set. Plugins keep what they
+/// need between rounds (which webhooks ran, the object they last saw) under their name.
+#[derive(Debug, Clone, Default)]
+pub struct Reinvocation {
+    is_reinvoke: bool,
+    requested: bool,
+    values: BTreeMap<&'static str, Value>,
+}
+
+impl Reinvocation {
+    /// Whether this is the second round.
+    pub fn is_reinvoke(&self) -> bool {
+        self.is_reinvoke
+    }
+
+    /// Asks for a second round of the mutating plugins.
+    pub fn request(&mut self) {
+        self.requested = true;
+    }
+
+    /// Whether a plugin asked for a second round.
+    pub fn requested(&self) -> bool {
+        self.requested
+    }
+
+    /// Starts the second round.
+    pub fn start_reinvoke(&mut self) {
+        self.is_reinvoke = true;
+    }
+
+    /// What `plugin` remembered from the first round.
+    pub fn value(&self, plugin: &'static str) -> Option<&Value> {
+        self.values.get(plugin)
+    }
+
+    /// Remembers `value` for `plugin`.
+    pub fn set_value(&mut self, plugin: &'static str, value: Value) {
+        self.values.insert(plugin, value);
+    }
 }
 
 impl Attributes {

@@ -51,11 +51,19 @@ impl Chain {
         self.plugins.iter().any(|p| p.handles(operation))
     }
 
-    /// The mutating phase: each plugin that handles the operation may change the object.
+    /// The mutating phase: each plugin that handles the operation may change the object; if a
+    /// plugin asks for it, every one runs a second time (kube's reinvocation), so that a
+    /// plugin sees what later plugins changed.
     pub async fn admit(&self, attrs: &mut Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
         let operation = attrs.operation;
         for plugin in self.plugins.iter().filter(|p| p.handles(operation)) {
             plugin.admit(attrs, outcome).await?;
+        }
+        if attrs.reinvocation.requested() {
+            attrs.reinvocation.start_reinvoke();
+            for plugin in self.plugins.iter().filter(|p| p.handles(operation)) {
+                plugin.admit(attrs, outcome).await?;
+            }
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ pub mod chain;
 pub mod config;
 pub mod plugins;
 
-pub use attributes::{Attributes, Operation, Outcome};
+pub use attributes::{Attributes, Operation, Outcome, Reinvocation};
 pub use chain::{AdmissionPlugin, Chain};
 pub use config::{AdmissionConfig, ConfigError};
 pub use plugins::{enabled_plugins, PluginNames};

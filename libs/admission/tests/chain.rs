@@ -59,6 +59,7 @@ fn attrs(obj: Value) -> Attributes {
         user: kapi_auth::UserInfo::default(),
         object: Some(obj),
         old_object: None,
+        reinvocation: Default::default(),
     }
 }
 
@@ -94,6 +95,51 @@ async fn the_first_refusal_ends_the_write_with_kubes_forbidden() {
     let err = chain.validate(&a, &mut Outcome::default()).await.expect_err("refused");
     assert_eq!((err.code, err.message.as_str()), (403, "deployments.apps \"web\" is forbidden: First says no"));
     assert_eq!(*log.lock().expect("log"), ["validate First"], "Last never ran");
+}
+
+/// Adds a label once; asks for a second round when it changed the object.
+struct Stamper {
+    rounds: Arc<Mutex<Vec<bool>>>,
+}
+
+#[async_trait]
+impl AdmissionPlugin for Stamper {
+    fn name(&self) -> &'static str {
+        "Stamper"
+    }
+
+    fn handles(&self, _operation: Operation) -> bool {
+        true
+    }
+
+    async fn admit(&self, attrs: &mut Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
+        self.rounds.lock().expect("rounds").push(attrs.reinvocation.is_reinvoke());
+        let obj = attrs.object.as_mut().expect("object");
+        if obj.pointer("/metadata/labels/stamped").is_none() {
+            obj["metadata"]["labels"]["stamped"] = json!("yes");
+            attrs.reinvocation.request();
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_that_asks_for_it_gets_every_mutating_plugin_run_again() {
+    let log = Arc::default();
+    let rounds = Arc::default();
+    let chain = Chain::new(vec![
+        Box::new(Recorder { name: "First", ops: &[Operation::Create], log: Arc::clone(&log) }),
+        Box::new(Stamper { rounds: Arc::clone(&rounds) }),
+    ]);
+    let mut a = attrs(json!({"metadata": {"name": "web"}}));
+    chain.admit(&mut a, &mut Outcome::default()).await.expect("admitted");
+    assert_eq!(*log.lock().expect("log"), ["admit First", "admit First"], "First saw the stamp in the second round");
+    assert_eq!(*rounds.lock().expect("rounds"), [false, true]);
+
+    // Nothing asked: one round.
+    let mut again = attrs(json!({"metadata": {"name": "web", "labels": {"stamped": "yes"}}}));
+    chain.admit(&mut again, &mut Outcome::default()).await.expect("admitted");
+    assert_eq!(rounds.lock().expect("rounds").len(), 3);
 }
 
 #[test]

@@ -51,6 +51,31 @@ pub enum StatusReason {
 }
 
 impl StatusReason {
+    /// The reason a `Status` names on the wire; reasons kapi does not know read as
+    /// [`StatusReason::Unknown`].
+    pub fn from_wire(reason: &str) -> StatusReason {
+        const ALL: [StatusReason; 17] = [
+            StatusReason::BadRequest,
+            StatusReason::Unauthorized,
+            StatusReason::Forbidden,
+            StatusReason::NotFound,
+            StatusReason::MethodNotAllowed,
+            StatusReason::NotAcceptable,
+            StatusReason::AlreadyExists,
+            StatusReason::Conflict,
+            StatusReason::Expired,
+            StatusReason::Gone,
+            StatusReason::RequestEntityTooLarge,
+            StatusReason::UnsupportedMediaType,
+            StatusReason::Invalid,
+            StatusReason::TooManyRequests,
+            StatusReason::InternalError,
+            StatusReason::ServiceUnavailable,
+            StatusReason::Timeout,
+        ];
+        ALL.into_iter().find(|r| r.as_str() == reason).unwrap_or(StatusReason::Unknown)
+    }
+
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -375,6 +400,39 @@ impl ApiError {
             (true, _) => message,
         };
         Self { details: details_for(gr, name), ..Self::new(code, reason, message) }
+    }
+
+    /// The error a `metav1.Status` from elsewhere (an admission webhook's answer) describes:
+    /// its code, reason, message and details as given.
+    pub fn from_status(status: &Value) -> ApiError {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+        let code = status.get("code").and_then(Value::as_u64).and_then(|c| u16::try_from(c).ok()).unwrap_or(0);
+        let reason = StatusReason::from_wire(status.get("reason").and_then(Value::as_str).unwrap_or_default());
+        let details = status.get("details").filter(|d| d.is_object()).map(|d| {
+            let causes = d
+                .get("causes")
+                .and_then(Value::as_array)
+                .map(|causes| {
+                    causes
+                        .iter()
+                        .map(|c| {
+                            let field = text(c.get("field"));
+                            let body = text(c.get("message"));
+                            let message = if field.is_empty() { body } else { format!("{field}: {body}") };
+                            Cause { reason: text(c.get("reason")), message, field }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Box::new(Details {
+                name: text(d.get("name")),
+                group: text(d.get("group")),
+                kind: text(d.get("kind")),
+                causes,
+                retry_after_seconds: d.get("retryAfterSeconds").and_then(Value::as_u64).and_then(|s| u32::try_from(s).ok()),
+            })
+        });
+        ApiError { code, reason, message: text(status.get("message")), details }
     }
 
     /// The `metav1.Status` object for this error.

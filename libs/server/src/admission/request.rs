@@ -72,6 +72,7 @@ impl<'a> RequestAdmission<'a> {
             user: request.user.clone(),
             object: None,
             old_object: None,
+            reinvocation: Default::default(),
         };
         RequestAdmission { chain, scope, base, view, outcome: Mutex::default() }
     }
