@@ -36,9 +36,15 @@ fn est(ty: Ty, max: u64, cost: u64) -> Est {
     Est { d: Decl::new(ty, max), cost }
 }
 
+/// Functions an embedding adds to the environment (the authorizer library of admission
+/// expressions), consulted before the built-in ones: `None` for a call it does not declare.
+/// Arguments are the receiver first for member calls.
+pub(crate) type Extension = fn(u64, &str, bool, &[&Est]) -> Option<Result<Est, TypeError>>;
+
 /// The checker: variables in scope (`self`, `oldSelf`, comprehension variables).
 pub(crate) struct Checker {
     scopes: Vec<HashMap<String, Decl>>,
+    extension: Option<Extension>,
 }
 
 fn is_num(t: &Ty) -> bool {
@@ -64,7 +70,13 @@ fn overload_err(id: u64, f: &str, args: &[&Est]) -> TypeError {
 
 impl Checker {
     pub(crate) fn new(vars: Vec<(String, Decl)>) -> Self {
-        Checker { scopes: vec![vars.into_iter().collect()] }
+        Checker { scopes: vec![vars.into_iter().collect()], extension: None }
+    }
+
+    /// The same checker with `extension`'s functions declared.
+    pub(crate) fn with_extension(mut self, extension: Extension) -> Self {
+        self.extension = Some(extension);
+        self
     }
 
     fn lookup(&self, name: &str) -> Option<&Decl> {
@@ -248,8 +260,10 @@ impl Checker {
                 }
                 refs.extend(args.iter());
                 let base: u64 = refs.iter().map(|a| a.cost).fold(0u64, |x, y| x.saturating_add(y));
-                let mut r =
-                    self.operator(id, f, &refs).unwrap_or_else(|| library::function(id, f, target.is_some(), &refs))?;
+                let extended = self.extension.and_then(|x| x(id, f, target.is_some(), &refs));
+                let mut r = extended
+                    .or_else(|| self.operator(id, f, &refs))
+                    .unwrap_or_else(|| library::function(id, f, target.is_some(), &refs))?;
                 r.cost = r.cost.saturating_add(base);
                 Ok(r)
             }

@@ -62,7 +62,7 @@ pub struct CompiledRule {
 }
 
 /// Renders parse errors as cel-go's `Issues.String()`.
-fn parse_issues(src: &str, errs: &ParseErrors) -> String {
+pub(crate) fn parse_issues(src: &str, errs: &ParseErrors) -> String {
     let mut out = Vec::new();
     for e in &errs.errors {
         let (line, col) = (e.pos.0.max(1) as usize, e.pos.1.max(0) as usize);
@@ -76,7 +76,7 @@ fn issue(src: &str, line: usize, col: usize, msg: &str) -> String {
     format!("ERROR: <input>:{line}:{}: {msg}\n | {text}\n | {}^", col + 1, ".".repeat(col))
 }
 
-fn type_issue(src: &str, p: &Program, e: &TypeError) -> String {
+pub(crate) fn type_issue(src: &str, p: &Program, e: &TypeError) -> String {
     let off = p.source_info().offset_for(e.id).map_or(0, |(s, _)| s as usize);
     let before = src.get(..off).unwrap_or("");
     let line = before.matches('\n').count() + 1;
@@ -117,7 +117,7 @@ pub(crate) fn mentions(e: &IdedExpr, name: &str) -> bool {
 
 /// cel-go's duration and timestamp literal validators, which kube runs after type checking: a
 /// string literal that `duration()` or `timestamp()` would refuse at run time fails compilation.
-fn literal_error(e: &IdedExpr) -> Option<TypeError> {
+pub(crate) fn literal_error(e: &IdedExpr) -> Option<TypeError> {
     let bad = find(e, &mut |x| match &x.expr {
         Expr::Call(c) if c.target.is_none() && c.args.len() == 1 => match (&c.args[0].expr, c.func_name.as_str()) {
             (Expr::Literal(LiteralValue::String(s)), "duration") => time::go_duration(s.inner()).is_none(),

@@ -2,20 +2,26 @@
 //!
 //! - [`environment`]: the one CEL environment (standard library, strings/lists/math
 //!   extensions, kube's regex, lists, url, quantity, ip, cidr, format and sets libraries),
-//!   shared by CRD rules and, later, ValidatingAdmissionPolicy.
+//!   shared by CRD rules and admission expressions.
 //! - [`CelValidator`]: every rule of a structural schema compiled once per CRD version,
 //!   evaluated on create ([`CelValidator::validate`]) and update
 //!   ([`CelValidator::validate_update`], with `oldSelf` and ratcheting).
 //! - [`validate_crd_schema`]: the compile and cost checks CRD validation reports.
+//! - [`ExpressionCompiler`], [`Evaluator`]: admission expressions (ValidatingAdmissionPolicy,
+//!   match conditions) with kube's admission variables and the authorizer library.
 //!
 //! The cel crate parses and interprets; type checking and cost estimation are kapi's own
 //! ([`check`]), following cel-go's model.
 
+mod activation;
+mod authz;
 mod check;
 mod compile;
 mod crd;
+mod expression;
 mod formats;
 mod funcs;
+mod infer;
 mod library;
 mod net;
 mod runtime;
@@ -24,6 +30,8 @@ mod types;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_expression;
 #[cfg(test)]
 mod tests_lib;
 #[cfg(test)]
@@ -36,8 +44,11 @@ use serde_json::Value;
 
 use crate::schema::{AdditionalProperties, Schema, Structural};
 
+pub use activation::{Activation, AuthorizerInput, EvalError, Evaluator, Input, Output};
+pub use authz::{AuthzAttributes, AuthzDecision, AuthzUser, CelAuthorizer, RequestResource};
 pub use compile::{CompiledRule, RuleSpec};
 pub use crd::validate_crd_schema;
+pub use expression::{CompileError, Declarations, Expression, ExpressionCompiler, ReturnType, Variable};
 pub use funcs::environment;
 pub use runtime::{PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET};
 

@@ -1,0 +1,341 @@
+//! Admission expressions (ValidatingAdmissionPolicy, MutatingAdmissionPolicy, match
+//! conditions), compiled in the environment CRD rules use: the same parser, libraries and
+//! checker, with the variables kube declares for admission (kube's
+//! `admission/plugin/cel/compile.go` and `composition.go`): `object`, `oldObject`,
+//! `params` (dyn), `request` and `namespaceObject` (kube's declared types), `variables` (the
+//! policy's named expressions, each typed by its result) and `authorizer` with
+//! `authorizer.requestResource`.
+//!
+//! Compilation gives kube's error texts (`compilation failed: ERROR: <input>:1:5: ...`,
+//! `must evaluate to bool but got int`); evaluation is in [`super::activation`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::Program;
+
+use super::authz;
+use super::check::{Checker, Est};
+use super::compile::{literal_error, parse_issues, type_issue};
+use super::infer::field_names;
+use super::types::{Decl, Ty, MAX_REQUEST_SIZE_BYTES};
+
+/// Which optional variables an expression may use (kube's `OptionalVariableDeclarations`):
+/// `params` when the policy has a `paramKind`, `authorizer` where kube binds one (validations,
+/// match conditions, variables; not message or audit expressions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Declarations {
+    /// `params` is declared.
+    pub params: bool,
+    /// `authorizer` and `authorizer.requestResource` are declared.
+    pub authorizer: bool,
+}
+
+/// The result types kube accepts for each kind of expression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnType {
+    /// Validations and match conditions.
+    Bool,
+    /// Message expressions.
+    String,
+    /// Audit annotation values.
+    StringOrNull,
+    /// Variables.
+    Any,
+}
+
+/// Why an expression cannot be used; `detail` is kube's text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct CompileError {
+    /// kube's `ErrorTypeInternal` (the environment failed) rather than an invalid expression.
+    pub internal: bool,
+    /// kube's message.
+    pub detail: String,
+}
+
+impl CompileError {
+    fn invalid(detail: String) -> Self {
+        CompileError { internal: false, detail }
+    }
+}
+
+/// A compiled expression, shared read-only by every evaluation.
+#[derive(Debug, Clone)]
+pub struct Expression {
+    source: String,
+    pub(crate) program: Arc<Program>,
+    /// The checked form (`authorizer.requestResource` as one name), for cost estimates.
+    pub(crate) checked: Arc<IdedExpr>,
+    pub(crate) output: Ty,
+    /// Field names the expression selects, the only ones cost estimates need.
+    pub(crate) names: Arc<BTreeSet<String>>,
+    /// The policy variables it reads.
+    pub(crate) variables: Vec<String>,
+    static_cost: u64,
+}
+
+impl Expression {
+    /// The expression as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The worst-case cost the checker estimates with `dyn` inputs at their largest (kube does
+    /// not refuse admission expressions on it; the actual cost is bounded at evaluation).
+    pub fn estimated_cost(&self) -> u64 {
+        self.static_cost
+    }
+
+    /// The result type as cel-go names it (`bool`, `string`, `dyn`, `list(int)`).
+    pub fn output_type(&self) -> String {
+        self.output.name()
+    }
+}
+
+/// One named expression of `spec.variables`, compiled or not: a variable that fails to compile
+/// fails only the expressions that read it.
+#[derive(Debug, Clone)]
+pub struct Variable {
+    pub(crate) name: String,
+    pub(crate) result: Result<Expression, CompileError>,
+}
+
+impl Variable {
+    /// The variable's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The compiled expression or why it failed.
+    pub fn result(&self) -> &Result<Expression, CompileError> {
+        &self.result
+    }
+}
+
+/// The compiler of one policy (kube's `CompositedCompiler`): variables are compiled in order,
+/// each visible to the ones after it and to every other expression of the policy.
+#[derive(Debug, Clone, Default)]
+pub struct ExpressionCompiler {
+    variables: Vec<Variable>,
+}
+
+/// kube's `BuildRequestType`.
+fn request_type() -> Decl {
+    let s = || Decl::new(Ty::String, MAX_REQUEST_SIZE_BYTES);
+    let object = |fields: &[(&str, Decl)]| {
+        Decl::new(Ty::Object(fields.iter().map(|(k, d)| (k.to_string(), d.clone())).collect()), fields.len() as u64)
+    };
+    let gvk = object(&[("group", s()), ("version", s()), ("kind", s())]);
+    let gvr = object(&[("group", s()), ("version", s()), ("resource", s())]);
+    let strings = Decl::new(Ty::List(Box::new(s())), MAX_REQUEST_SIZE_BYTES);
+    let user = object(&[
+        ("username", s()),
+        ("uid", s()),
+        ("groups", strings.clone()),
+        ("extra", Decl::new(Ty::Map(Box::new(strings)), MAX_REQUEST_SIZE_BYTES)),
+    ]);
+    object(&[
+        ("kind", gvk.clone()),
+        ("resource", gvr.clone()),
+        ("subResource", s()),
+        ("requestKind", gvk),
+        ("requestResource", gvr),
+        ("requestSubResource", s()),
+        ("name", s()),
+        ("namespace", s()),
+        ("operation", s()),
+        ("userInfo", user),
+        ("dryRun", Decl::scalar(Ty::Bool)),
+        ("options", Decl::dyn_()),
+    ])
+}
+
+/// kube's `BuildNamespaceType`.
+pub(crate) fn namespace_type() -> Decl {
+    let s = || Decl::new(Ty::String, MAX_REQUEST_SIZE_BYTES);
+    let object = |fields: &[(&str, Decl)]| {
+        Decl::new(Ty::Object(fields.iter().map(|(k, d)| (k.to_string(), d.clone())).collect()), fields.len() as u64)
+    };
+    let strings = || Decl::new(Ty::List(Box::new(s())), MAX_REQUEST_SIZE_BYTES);
+    let string_map = || Decl::new(Ty::Map(Box::new(s())), MAX_REQUEST_SIZE_BYTES);
+    let time = || Decl::scalar(Ty::Timestamp);
+    let condition =
+        object(&[("status", s()), ("type", s()), ("lastTransitionTime", time()), ("message", s()), ("reason", s())]);
+    let metadata = object(&[
+        ("name", s()),
+        ("generateName", s()),
+        ("namespace", s()),
+        ("labels", string_map()),
+        ("annotations", string_map()),
+        ("UID", s()),
+        ("creationTimestamp", time()),
+        ("deletionGracePeriodSeconds", Decl::scalar(Ty::Int)),
+        ("deletionTimestamp", time()),
+        ("generation", Decl::scalar(Ty::Int)),
+        ("resourceVersion", s()),
+        ("finalizers", strings()),
+    ]);
+    object(&[
+        ("metadata", metadata),
+        ("spec", object(&[("finalizers", strings())])),
+        (
+            "status",
+            object(&[("conditions", Decl::new(Ty::List(Box::new(condition)), MAX_REQUEST_SIZE_BYTES)), ("phase", s())]),
+        ),
+    ])
+}
+
+/// `authorizer.requestResource` parses as a field of `authorizer`; kube declares it as one
+/// qualified name, and so does the checker here (the interpreter resolves qualified names).
+fn join_request_resource(e: &mut IdedExpr) {
+    if let Expr::Select(s) = &e.expr {
+        if !s.test && s.field == "requestResource" && matches!(&s.operand.expr, Expr::Ident(n) if n == "authorizer") {
+            e.expr = Expr::Ident("authorizer.requestResource".into());
+            return;
+        }
+    }
+    let entries = |entries: &mut Vec<cel::common::ast::IdedEntryExpr>| {
+        for x in entries {
+            match &mut x.expr {
+                EntryExpr::MapEntry(me) => {
+                    join_request_resource(&mut me.key);
+                    join_request_resource(&mut me.value);
+                }
+                EntryExpr::StructField(f) => join_request_resource(&mut f.value),
+            }
+        }
+    };
+    match &mut e.expr {
+        Expr::Select(s) => join_request_resource(&mut s.operand),
+        Expr::Call(c) => {
+            if let Some(t) = c.target.as_deref_mut() {
+                join_request_resource(t);
+            }
+            c.args.iter_mut().for_each(join_request_resource);
+        }
+        Expr::List(l) => l.elements.iter_mut().for_each(join_request_resource),
+        Expr::Map(m) => entries(&mut m.entries),
+        Expr::Struct(s) => entries(&mut s.entries),
+        Expr::Comprehension(c) => {
+            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.loop_cond, &mut c.loop_step, &mut c.result] {
+                join_request_resource(x);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+/// The policy variables `e` reads (`variables.<name>`).
+fn variables_read(e: &IdedExpr) -> Vec<String> {
+    let mut out = Vec::new();
+    super::compile::find(e, &mut |x| {
+        if let Expr::Select(s) = &x.expr {
+            if matches!(&s.operand.expr, Expr::Ident(n) if n == "variables") && !out.contains(&s.field) {
+                out.push(s.field.clone());
+            }
+        }
+        false
+    });
+    out
+}
+
+/// A variable's type as kube declares it for the expressions after it
+/// (`convertCelTypeToDeclType`): library types become `dyn`.
+fn declared(ty: &Ty) -> Decl {
+    match ty {
+        Ty::Opaque(_) | Ty::Optional(_) | Ty::Type | Ty::Object(_) => Decl::dyn_(),
+        Ty::List(_) | Ty::Map(_) => Decl::new(ty.clone(), MAX_REQUEST_SIZE_BYTES),
+        t => Decl::new(t.clone(), MAX_REQUEST_SIZE_BYTES),
+    }
+}
+
+impl ExpressionCompiler {
+    /// A compiler with no variables.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Compiles `spec.variables[i]` and keeps it for the expressions compiled after it
+    /// (kube's `CompileAndStoreVariable`); a failed variable is kept too, typed `dyn`.
+    pub fn add_variable(&mut self, name: &str, expression: &str, decls: Declarations) -> Result<(), CompileError> {
+        let result = self.compile(expression, ReturnType::Any, decls);
+        let err = result.as_ref().err().cloned();
+        self.variables.push(Variable { name: name.to_string(), result });
+        err.map_or(Ok(()), Err)
+    }
+
+    /// The variables compiled so far, in order.
+    pub fn variables(&self) -> Arc<[Variable]> {
+        self.variables.clone().into()
+    }
+
+    pub(crate) fn declarations(&self, decls: Declarations) -> Vec<(String, Decl)> {
+        let mut vars = vec![
+            ("object".to_string(), Decl::dyn_()),
+            ("oldObject".to_string(), Decl::dyn_()),
+            ("request".to_string(), request_type()),
+            ("namespaceObject".to_string(), namespace_type()),
+        ];
+        if decls.params {
+            vars.push(("params".into(), Decl::dyn_()));
+        }
+        if decls.authorizer {
+            vars.push(("authorizer".into(), Decl::scalar(Ty::Opaque(authz::AUTHORIZER))));
+            vars.push(("authorizer.requestResource".into(), Decl::scalar(Ty::Opaque(authz::RESOURCE_CHECK))));
+        }
+        let fields: BTreeMap<String, Decl> = self
+            .variables
+            .iter()
+            .map(|v| (v.name.clone(), v.result.as_ref().map_or_else(|_| Decl::dyn_(), |e| declared(&e.output))))
+            .collect();
+        let n = fields.len() as u64;
+        vars.push(("variables".into(), Decl::new(Ty::Object(fields), n)));
+        vars
+    }
+
+    /// Compiles `expression` (kube's `CompileCELExpression`).
+    pub fn compile(&self, expression: &str, ret: ReturnType, decls: Declarations) -> Result<Expression, CompileError> {
+        let env = super::environment().ok_or_else(|| CompileError {
+            internal: true,
+            detail: "unexpected error loading CEL environment: the environment does not build".into(),
+        })?;
+        let program = env
+            .compile(expression)
+            .map_err(|e| CompileError::invalid(format!("compilation failed: {}", parse_issues(expression, &e))))?;
+        let mut checked = program.expression().clone();
+        join_request_resource(&mut checked);
+        let typed: Est = Checker::new(self.declarations(decls))
+            .with_extension(authz::signature)
+            .check(&checked)
+            .and_then(|r| literal_error(&checked).map_or(Ok(r), Err))
+            .map_err(|e| {
+                CompileError::invalid(format!("compilation failed: {}", type_issue(expression, &program, &e)))
+            })?;
+        let output = typed.d.ty;
+        let accepted: &[Ty] = match ret {
+            ReturnType::Bool => &[Ty::Bool],
+            ReturnType::String => &[Ty::String],
+            ReturnType::StringOrNull => &[Ty::String, Ty::Null],
+            ReturnType::Any => &[],
+        };
+        if !accepted.is_empty() && !accepted.contains(&output) {
+            let want: Vec<String> = accepted.iter().map(Ty::name).collect();
+            let detail = match want.as_slice() {
+                [one] => format!("must evaluate to {one} but got {}", output.name()),
+                many => format!("must evaluate to one of [{}] but got {}", many.join(" "), output.name()),
+            };
+            return Err(CompileError::invalid(detail));
+        }
+        Ok(Expression {
+            source: expression.to_string(),
+            names: Arc::new(field_names(&checked)),
+            variables: variables_read(&checked),
+            checked: Arc::new(checked),
+            program: Arc::new(program),
+            output,
+            static_cost: typed.cost,
+        })
+    }
+}
