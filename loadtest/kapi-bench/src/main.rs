@@ -5,6 +5,7 @@
 //! `kapi-bench --kapi-bin target/release/kapi --out docs/perf-run.md`; `--quick` uses tiny
 //! counts so a test can check the tool end to end; `--only replicas` runs one section.
 
+mod admission;
 mod apf;
 mod authz;
 mod client;
@@ -66,6 +67,8 @@ enum Section {
     /// Many generated CRDs: time to Established, RSS per CRD, discovery and OpenAPI answer
     /// times, custom resources beside ConfigMaps.
     Crds,
+    /// Creates with no admission webhook, one and five no-op validating webhooks.
+    Admission,
     /// API Priority and Fairness off vs on: one user floods with LISTs while another does GETs
     /// and writes, a leader-election client renews a Lease and system:masters reads.
     Apf,
@@ -644,6 +647,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Crds) {
         report.push_str(&crds::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Admission) {
+        report.push_str(&admission::run(&cli.kapi_bin, cli.quick).await?);
     }
     if wants(Section::Apf) {
         report.push_str(&apf::run(&cli.kapi_bin, cli.quick).await?);

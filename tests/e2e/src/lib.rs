@@ -13,6 +13,7 @@ pub mod load;
 mod nats;
 mod process;
 pub mod raw;
+mod admission_webhook;
 mod webhook;
 
 use std::fs::{File, OpenOptions};
@@ -31,6 +32,7 @@ pub use haproxy::Haproxy;
 pub use kubelet::{FakeKubelet, KUBELET_CLIENT_CN};
 pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
+pub use admission_webhook::AdmissionWebhook;
 pub use webhook::ConversionWebhook;
 
 /// How long the server may take to print its "Serving securely on" line, and then to pass

@@ -30,17 +30,23 @@ pub(crate) fn openssl(dir: &Path, args: &[&str]) -> Result<Vec<u8>, HarnessError
     Ok(out.stdout)
 }
 
+/// Makes a CA (`ca.crt`) and a serving certificate (`tls.crt`, `tls.key`) for `dns_name` and
+/// 127.0.0.1 in `dir`; answers the CA base64-encoded, as a `caBundle` wants it.
+pub(crate) fn serving_certs(dir: &Path, dns_name: &str) -> Result<String, HarnessError> {
+    openssl(dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=e2e-webhook-ca"])?;
+    openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", &format!("/CN={dns_name}")])?;
+    std::fs::write(dir.join("ext.cnf"), format!("subjectAltName=DNS:{dns_name},IP:127.0.0.1\n")).map_err(io_err("writing ext.cnf"))?;
+    openssl(dir, &["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tls.crt", "-days", "1", "-extfile", "ext.cnf"])?;
+    Ok(String::from_utf8_lossy(&openssl(dir, &["base64", "-A", "-in", "ca.crt"])?).trim().to_owned())
+}
+
 impl ConversionWebhook {
     /// Makes a CA and a serving certificate for `conv.default.svc` and 127.0.0.1, and starts the
     /// webhook on a free port once it says it listens.
     pub fn start() -> Result<Self, HarnessError> {
         let dir = tempfile::Builder::new().prefix("kapi-webhook-").tempdir().map_err(io_err("creating the webhook dir"))?;
         let d = dir.path();
-        openssl(d, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=e2e-webhook-ca"])?;
-        openssl(d, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=conv.default.svc"])?;
-        std::fs::write(d.join("ext.cnf"), "subjectAltName=DNS:conv.default.svc,IP:127.0.0.1\n").map_err(io_err("writing ext.cnf"))?;
-        openssl(d, &["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tls.crt", "-days", "1", "-extfile", "ext.cnf"])?;
-        let ca_bundle = String::from_utf8_lossy(&openssl(d, &["base64", "-A", "-in", "ca.crt"])?).trim().to_owned();
+        let ca_bundle = serving_certs(d, "conv.default.svc")?;
         let port = free_port()?;
         let port_arg = port.to_string();
         let (cert, key) = (d.join("tls.crt"), d.join("tls.key"));

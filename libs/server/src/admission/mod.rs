@@ -9,6 +9,7 @@ pub mod requester;
 use std::sync::Arc;
 
 use kapi_admission::{AdmissionConfig, AdmissionPlugin, Chain, PluginNames};
+use kapi_admission_webhook::{MutatingWebhooks, ValidatingWebhooks};
 use kapi_auth::rbac::RbacAuthorizer;
 use kapi_auth::Authorizer;
 use serde_json::{json, Map, Value};
@@ -47,6 +48,8 @@ impl AdmissionOptions {
 
 /// What the plugins are built from.
 pub struct PluginContext {
+    /// The store (webhook configurations, namespaces and policies are read from its caches).
+    pub rest: kapi_registry::rest::RestStore,
     /// The server's authorizer.
     pub authorizer: Arc<dyn Authorizer>,
     /// RBAC, when it is an authorization mode (escalation checks need its rules).
@@ -61,7 +64,20 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
     if let Some(rbac) = context.rbac {
         plugins.push(Box::new(escalation::RbacEscalation { authorizer: context.authorizer.clone(), rbac }));
     }
-    let missing: Vec<&str> = options.plugins.clone();
+    // One client for every webhook, so that connections to a webhook are reused.
+    let client = kapi_webhook::Client::new(Arc::new(kapi_webhook::EndpointSliceResolver::new(context.rest.clone())));
+    let mut missing = Vec::new();
+    for name in &options.plugins {
+        let plugin: Box<dyn AdmissionPlugin> = match *name {
+            "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone())),
+            "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone())),
+            other => {
+                missing.push(other);
+                continue;
+            }
+        };
+        plugins.push(plugin);
+    }
     if !missing.is_empty() {
         tracing::warn!(plugins = %missing.join(","), "admission plugins enabled but not implemented by kapi yet; they do not run");
     }

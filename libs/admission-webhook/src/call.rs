@@ -1,0 +1,82 @@
+//! Calling one webhook: the dry-run rules, the AdmissionReview round trip and kube's error
+//! classes (a failed call, which the failurePolicy may ignore, or a refusal, which it may not).
+
+use bytes::Bytes;
+use kapi_admission::Attributes;
+use kapi_apimachinery::{ApiError, StatusReason};
+use kapi_webhook::Client;
+use serde_json::Value;
+
+use crate::hooks::Hook;
+use crate::review::{self, Answer};
+
+/// Why a call gave no usable answer.
+pub enum CallFailure {
+    /// kube's ErrCallingWebhook: the webhook could not be reached, answered late or answered
+    /// nonsense. `failurePolicy: Ignore` lets the request through; Fail refuses it with 500.
+    Calling(String),
+    /// A refusal that no failurePolicy changes (a webhook that does not support dry run).
+    Rejected(ApiError),
+}
+
+impl CallFailure {
+    fn calling(hook: &Hook, reason: impl std::fmt::Display) -> CallFailure {
+        CallFailure::Calling(format!("failed calling webhook {:?}: {reason}", hook.name))
+    }
+}
+
+/// Calls `hook` with the review of `attrs` and checks its answer.
+pub async fn call(client: &Client, hook: &Hook, attrs: &Attributes, mutating: bool) -> Result<Answer, CallFailure> {
+    if attrs.dry_run {
+        match hook.side_effects.as_deref() {
+            None => return Err(CallFailure::calling(hook, "Webhook SideEffects is nil")),
+            Some("None" | "NoneOnDryRun") => {}
+            Some(_) => return Err(CallFailure::Rejected(ApiError::bad_request(format!("admission webhook {:?} does not support dry run", hook.name)))),
+        }
+    }
+    let Some(version) = review::version_for(&hook.review_versions) else {
+        return Err(CallFailure::calling(
+            hook,
+            format!("could not create admission objects: webhook does not accept known AdmissionReview versions {:?}", hook.review_versions),
+        ));
+    };
+    let config = hook.client.as_ref().map_err(|e| CallFailure::calling(hook, format!("could not get REST client: {e}")))?;
+    let uid = uuid::Uuid::new_v4().to_string();
+    let request = review::request(version, &uid, attrs);
+    let body = serde_json::to_vec(&request).map_err(|e| CallFailure::calling(hook, format!("could not create admission objects: {e}")))?;
+    let answer =
+        client.post_json(config, Bytes::from(body), hook.timeout).await.map_err(|e| CallFailure::calling(hook, format!("failed to call webhook: {e}")))?;
+    review::verify(version, &uid, mutating, &answer).map_err(|e| CallFailure::calling(hook, format!("received invalid webhook response: {e}")))
+}
+
+/// kube's `ToStatusErr`: a webhook's refusal, with its status code (at least 400), reason and
+/// message after `admission webhook "<name>" denied the request`.
+pub fn denied(hook: &Hook, result: Option<&Value>) -> ApiError {
+    let mut err = result.map(ApiError::from_status).unwrap_or_else(|| ApiError::new(0, StatusReason::Unknown, ""));
+    if err.code < 400 {
+        err.code = 400;
+    }
+    let denied_by = format!("admission webhook {:?} denied the request", hook.name);
+    let reason = result.and_then(|r| r.get("reason")).and_then(Value::as_str).unwrap_or_default();
+    err.message = if !err.message.is_empty() {
+        format!("{denied_by}: {}", err.message)
+    } else if !reason.is_empty() {
+        format!("{denied_by}: {reason}")
+    } else {
+        format!("{denied_by} without explanation")
+    };
+    err
+}
+
+/// kube adds a webhook's audit annotations under `<webhook name>/<key>`; its warnings go to the
+/// client.
+pub fn record(hook: &Hook, answer: &Answer, outcome: &mut kapi_admission::Outcome) {
+    for (key, value) in &answer.audit_annotations {
+        if let Err(e) = outcome.annotate(format!("{}/{key}", hook.name), value.clone()) {
+            tracing::warn!(webhook = %hook.name, "{e}");
+        }
+    }
+    for warning in &answer.warnings {
+        outcome.warn(warning.clone());
+    }
+}

@@ -1,0 +1,153 @@
+//! MutatingAdmissionWebhook: matching webhooks are called one after another, each seeing the
+//! object as the previous ones patched it (JSONPatch answers). A webhook with
+//! `reinvocationPolicy: IfNeeded` is called once more when a later webhook or plugin changed the
+//! object after it ran (kube's reinvocation).
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
+use kapi_apimachinery::patch::apply_json_patch;
+use kapi_apimachinery::ApiError;
+use kapi_registry::rest::RestStore;
+use kapi_webhook::Client;
+use serde_json::{json, Value};
+
+use crate::call::{self, CallFailure};
+use crate::hooks::{HookKind, HookSource};
+use crate::matching;
+
+const PLUGIN: &str = "MutatingAdmissionWebhook";
+/// kube's audit annotation prefixes of mutating webhooks.
+const MUTATION_PREFIX: &str = "mutation.webhook.admission.k8s.io/";
+const FAILED_OPEN_PREFIX: &str = "failed-open.mutation.webhook.admission.k8s.io/";
+
+/// The plugin.
+pub struct MutatingWebhooks {
+    source: HookSource,
+    rest: RestStore,
+    client: Client,
+}
+
+impl MutatingWebhooks {
+    /// The plugin over the configurations in `rest`'s watch cache, calling through `client`.
+    pub fn new(rest: RestStore, client: Client) -> Self {
+        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client }
+    }
+}
+
+/// What the plugin remembers between the two rounds (kube's webhookReinvokeContext).
+#[derive(Default)]
+struct Rounds {
+    /// IfNeeded webhooks called since the object last changed.
+    previously_invoked: BTreeSet<String>,
+    /// Webhooks to call in the second round.
+    reinvoke: BTreeSet<String>,
+    /// The object as this plugin left it.
+    last_output: Value,
+}
+
+impl Rounds {
+    fn load(attrs: &Attributes) -> Rounds {
+        let Some(saved) = attrs.reinvocation.value(PLUGIN) else { return Rounds::default() };
+        let set = |k: &str| saved.get(k).and_then(Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default();
+        Rounds { previously_invoked: set("previouslyInvoked"), reinvoke: set("reinvoke"), last_output: saved.get("lastOutput").cloned().unwrap_or(Value::Null) }
+    }
+
+    fn save(self, attrs: &mut Attributes) {
+        let saved = json!({"previouslyInvoked": self.previously_invoked, "reinvoke": self.reinvoke, "lastOutput": self.last_output});
+        attrs.reinvocation.set_value(PLUGIN, saved);
+    }
+
+    /// A change after IfNeeded webhooks ran: they run again in the second round.
+    fn require_reinvoking_previous(&mut self) {
+        self.reinvoke.append(&mut self.previously_invoked);
+    }
+}
+
+#[async_trait]
+impl AdmissionPlugin for MutatingWebhooks {
+    fn name(&self) -> &'static str {
+        PLUGIN
+    }
+
+    fn handles(&self, operation: Operation) -> bool {
+        operation != Operation::Connect && !self.source.hooks().is_empty()
+    }
+
+    async fn admit(&self, attrs: &mut Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
+        if matching::exempt(attrs) {
+            return Ok(());
+        }
+        let mut rounds = Rounds::load(attrs);
+        let reinvoke = attrs.reinvocation.is_reinvoke();
+        let round = usize::from(reinvoke);
+        if reinvoke && attrs.object.as_ref().unwrap_or(&Value::Null) != &rounds.last_output {
+            // Plugins after this one changed the object.
+            rounds.require_reinvoking_previous();
+        }
+        let result = self.run(attrs, outcome, &mut rounds, round).await;
+        rounds.last_output = attrs.object.clone().unwrap_or(Value::Null);
+        rounds.save(attrs);
+        result
+    }
+}
+
+impl MutatingWebhooks {
+    async fn run(&self, attrs: &mut Attributes, outcome: &mut Outcome, rounds: &mut Rounds, round: usize) -> Result<(), ApiError> {
+        let hooks = self.source.hooks();
+        for (index, hook) in hooks.iter().enumerate() {
+            if !matching::should_call(&self.rest, hook, attrs)? {
+                continue;
+            }
+            // In the second round, only webhooks that asked for it and saw an older object.
+            if round == 1 && !rounds.reinvoke.contains(&hook.uid) {
+                continue;
+            }
+            let mut changed = false;
+            match call::call(&self.client, hook, attrs, true).await {
+                Ok(answer) => {
+                    call::record(hook, &answer, outcome);
+                    if !answer.allowed {
+                        return Err(call::denied(hook, answer.result.as_ref()));
+                    }
+                    if let Some(patch) = answer.patch.filter(|p| !is_empty_patch(p)) {
+                        let Some(object) = attrs.object.as_ref() else {
+                            return Err(ApiError::internal(format!(
+                                "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+                                hook.name
+                            )));
+                        };
+                        let patched = apply_json_patch(object, &patch).map_err(|e| ApiError::internal(e.message))?;
+                        changed = &patched != object;
+                        attrs.object = Some(patched);
+                    }
+                    let mutation = json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": changed});
+                    let _ = outcome.annotate(format!("{MUTATION_PREFIX}round_{round}_index_{index}"), mutation.to_string());
+                }
+                Err(CallFailure::Calling(reason)) if hook.ignore_failures => {
+                    tracing::warn!(webhook = %hook.name, "failed calling webhook, failing open: {reason}");
+                    let _ = outcome.annotate(format!("{FAILED_OPEN_PREFIX}round_{round}_index_{index}"), hook.name.clone());
+                }
+                Err(CallFailure::Calling(reason)) => {
+                    tracing::warn!(webhook = %hook.name, "failed calling webhook, failing closed: {reason}");
+                    return Err(ApiError::internal(reason));
+                }
+                Err(CallFailure::Rejected(e)) => return Err(e),
+            }
+            if changed {
+                rounds.require_reinvoking_previous();
+                attrs.reinvocation.request();
+            }
+            if hook.reinvoke_if_needed {
+                rounds.previously_invoked.insert(hook.uid.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `[]` (or whitespace around it) patches nothing.
+fn is_empty_patch(patch: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(patch).is_ok_and(|p| p.as_array().is_some_and(Vec::is_empty))
+}
