@@ -1,48 +1,32 @@
 //! Conversion of custom resources between versions (kube's `pkg/apiserver/conversion`):
 //! strategy `None` rewrites `apiVersion` only; strategy `Webhook` sends a `ConversionReview`
-//! (apiextensions.k8s.io/v1) over HTTPS to the CRD's webhook, trusting its `caBundle`, and
-//! checks the answer as kube does (uid, status, count, apiVersion and kind of every object,
-//! metadata other than labels and annotations unchanged).
+//! (apiextensions.k8s.io/v1) to the CRD's webhook through kapi-webhook's client and checks the
+//! answer as kube does (uid, status, count, apiVersion and kind of every object, metadata other
+//! than labels and annotations unchanged).
 //!
-//! A webhook given by `service` is reached through the Service's EndpointSlices (there is no
-//! cluster DNS or service network here): the first ready endpoint of the slice port named like
-//! the Service port, with TLS server name `<service>.<namespace>.svc` as kube's resolver uses.
+//! Every CRD of one store shares one client, so the connections to a webhook outlive the CRD
+//! snapshot that is rebuilt whenever a CRD changes.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use base64::Engine;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use kapi_apimachinery::ApiError;
-use kapi_registry::catalog;
 use kapi_registry::rest::RestStore;
-use rustls::pki_types::{CertificateDer, ServerName};
+use kapi_storage::Store;
+use kapi_watch::CacheSet;
+use kapi_webhook::{Client, ClientConfig, EndpointSliceResolver, ServiceResolver};
 use serde_json::{json, Map, Value};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 use crate::crd::str_at;
 
 /// kube's timeout of a conversion call.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Where the webhook is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Endpoint {
-    /// `clientConfig.url`: host, port, path.
-    Url { host: String, port: u16, path: String },
-    /// `clientConfig.service`.
-    Service { namespace: String, name: String, port: u16, path: String },
-}
-
 /// One CRD's conversion webhook.
 pub struct Webhook {
-    endpoint: Endpoint,
-    tls: Arc<rustls::ClientConfig>,
-    rest: RestStore,
+    config: ClientConfig,
+    client: Client,
 }
 
 /// A Go `GroupVersionKind.String()`: `example.com/v1, Kind=App`.
@@ -55,35 +39,7 @@ impl Webhook {
     /// is wrong with its client config (validation normally refuses such CRDs).
     pub fn new(crd: &Value, rest: RestStore) -> Result<Webhook, String> {
         let config = crd.pointer("/spec/conversion/webhook/clientConfig").ok_or("no webhook clientConfig")?;
-        let endpoint = match (config.get("url").and_then(Value::as_str), config.get("service")) {
-            (Some(url), _) => {
-                let rest = url.strip_prefix("https://").ok_or("the webhook URL must be https")?;
-                let (authority, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
-                let (host, port) = match authority.rsplit_once(':') {
-                    Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (h.to_owned(), p.parse().map_err(|_| format!("bad port in {url}"))?),
-                    _ => (authority.to_owned(), 443),
-                };
-                Endpoint::Url { host: host.trim_start_matches('[').trim_end_matches(']').to_owned(), port, path }
-            }
-            (None, Some(service)) => Endpoint::Service {
-                namespace: str_at(service, "/namespace").to_owned(),
-                name: str_at(service, "/name").to_owned(),
-                port: service.get("port").and_then(Value::as_u64).and_then(|p| u16::try_from(p).ok()).unwrap_or(443),
-                path: service.get("path").and_then(Value::as_str).unwrap_or("/").to_owned(),
-            },
-            (None, None) => return Err("the webhook clientConfig has neither url nor service".into()),
-        };
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(bundle) = config.get("caBundle").and_then(Value::as_str).filter(|b| !b.is_empty()) {
-            let pem = base64::engine::general_purpose::STANDARD.decode(bundle).map_err(|e| format!("caBundle: {e}"))?;
-            let certs: Vec<CertificateDer<'static>> =
-                rustls_pemfile::certs(&mut pem.as_slice()).collect::<Result<_, _>>().map_err(|e| format!("caBundle: {e}"))?;
-            for cert in certs {
-                roots.add(cert).map_err(|e| format!("caBundle: {e}"))?;
-            }
-        }
-        let tls = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-        Ok(Webhook { endpoint, tls: Arc::new(tls), rest })
+        Ok(Webhook { config: ClientConfig::from_json(config)?, client: shared_client(&rest) })
     }
 
     /// Converts `objects` (all of one version) to `desired` (`group/version`).
@@ -94,10 +50,8 @@ impl Webhook {
         let uid = uuid::Uuid::new_v4().to_string();
         let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                             "request": {"uid": uid, "desiredAPIVersion": desired, "objects": objects}});
-        let answer = tokio::time::timeout(TIMEOUT, self.post(&review))
-            .await
-            .map_err(|_| failed("context deadline exceeded".into()))?
-            .map_err(failed)?;
+        let body = serde_json::to_vec(&review).map_err(|e| failed(e.to_string()))?;
+        let answer = self.client.post_json(&self.config, Bytes::from(body), TIMEOUT).await.map_err(|e| failed(e.to_string()))?;
         if answer.get("kind").and_then(Value::as_str) != Some("ConversionReview") {
             return Err(failed(format!(
                 "expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got {}",
@@ -119,84 +73,35 @@ impl Webhook {
         }
         converted.into_iter().zip(objects).enumerate().map(|(i, (out, original))| check_converted(&from, i, out, &original, desired)).collect()
     }
-
-    async fn post(&self, review: &Value) -> Result<Value, String> {
-        let (host, port, path, server_name) = match &self.endpoint {
-            Endpoint::Url { host, port, path } => (host.clone(), *port, path.clone(), host.clone()),
-            Endpoint::Service { namespace, name, port, path } => {
-                let (addr, target_port) = self.resolve(namespace, name, *port)?;
-                (addr, target_port, path.clone(), format!("{name}.{namespace}.svc"))
-            }
-        };
-        // kube's webhook client adds the call's timeout to the URL.
-        let path = format!("{path}{}timeout={}s", if path.contains('?') { '&' } else { '?' }, TIMEOUT.as_secs());
-        let url = format!("https://{server_name}:{port}{path}");
-        let context = |e: &dyn std::fmt::Display| format!("Post {url:?}: {e}");
-        let tcp = TcpStream::connect((host.as_str(), port)).await.map_err(|e| context(&format!("dial tcp {host}:{port}: {}", go_dial_error(&e))))?;
-        let name = ServerName::try_from(server_name.clone()).map_err(|e| context(&e))?;
-        let tls = TlsConnector::from(self.tls.clone()).connect(name, tcp).await.map_err(|e| context(&format!("tls: {e}")))?;
-        let (mut sender, conn) = http1::handshake(TokioIo::new(tls)).await.map_err(|e| context(&e))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let body = serde_json::to_vec(review).map_err(|e| context(&e))?;
-        let request = http::Request::post(path.as_str())
-            .header(http::header::HOST, format!("{server_name}:{port}"))
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| context(&e))?;
-        let response = sender.send_request(request).await.map_err(|e| context(&e))?;
-        let status = response.status();
-        let bytes = response.into_body().collect().await.map_err(|e| context(&e))?.to_bytes();
-        if !status.is_success() {
-            return Err(format!("the server responded with the status code {} but did not return more information", status.as_u16()));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| format!("unable to decode the webhook's answer: {e}"))
-    }
-
-    /// A Service's first ready endpoint for `port`, from its EndpointSlices in the watch cache.
-    fn resolve(&self, namespace: &str, name: &str, port: u16) -> Result<(String, u16), String> {
-        let services = catalog::find("", "v1", "services").ok_or("services are not served")?;
-        let slices = catalog::find("discovery.k8s.io", "v1", "endpointslices").ok_or("endpointslices are not served")?;
-        let cached = |spec: &catalog::ResourceSpec| self.rest.caches().cache(&spec.key_prefix());
-        let service = cached(services)
-            .and_then(|c| c.get(&format!("{}{namespace}/{name}", services.key_prefix())))
-            .ok_or_else(|| format!("service \"{name}\" not found"))?;
-        let service_port = service.object.pointer("/spec/ports").and_then(Value::as_array).and_then(|ports| {
-            ports.iter().find(|p| p.get("port").and_then(Value::as_u64) == Some(u64::from(port)))
-        });
-        let port_name = service_port.map(|p| str_at(p, "/name").to_owned()).ok_or_else(|| format!("no service port {port} found for service {name:?}"))?;
-        let cache = cached(slices).ok_or("no EndpointSlice cache")?;
-        let prefix = format!("{}{namespace}/", slices.key_prefix());
-        for slice in cache.list(&prefix).0 {
-            let slice = &slice.object;
-            if slice.pointer("/metadata/labels/kubernetes.io~1service-name").and_then(Value::as_str) != Some(name) {
-                continue;
-            }
-            let target = slice.get("ports").and_then(Value::as_array).and_then(|ports| {
-                ports.iter().find(|p| str_at(p, "/name") == port_name).and_then(|p| p.get("port")?.as_u64()).and_then(|p| u16::try_from(p).ok())
-            });
-            let Some(target) = target else { continue };
-            let ready = slice.get("endpoints").and_then(Value::as_array).and_then(|eps| {
-                eps.iter()
-                    .find(|e| e.pointer("/conditions/ready").and_then(Value::as_bool) != Some(false))
-                    .and_then(|e| e.pointer("/addresses/0").and_then(Value::as_str))
-            });
-            if let Some(address) = ready {
-                return Ok((address.to_owned(), target));
-            }
-        }
-        Err(format!("service \"{name}\" has no ready endpoints"))
-    }
 }
 
-/// How Go's net package words a failed dial, which kube's messages carry.
-fn go_dial_error(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_owned(),
-        std::io::ErrorKind::TimedOut => "i/o timeout".to_owned(),
-        _ => format!("connect: {e}"),
+/// The client of every conversion webhook of `rest`'s store. It resolves Services through weak
+/// references, so that it does not keep a dropped store alive (tests open many in one process).
+fn shared_client(rest: &RestStore) -> Client {
+    static CLIENTS: Mutex<Vec<(Weak<CacheSet>, Client)>> = Mutex::new(Vec::new());
+    let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    clients.retain(|(caches, _)| caches.strong_count() > 0);
+    if let Some((_, client)) = clients.iter().find(|(caches, _)| std::ptr::eq(caches.as_ptr(), Arc::as_ptr(rest.caches()))) {
+        return client.clone();
+    }
+    let resolver = StoreResolver { store: Arc::downgrade(rest.store()), caches: Arc::downgrade(rest.caches()) };
+    let client = Client::new(Arc::new(resolver));
+    clients.push((Arc::downgrade(rest.caches()), client.clone()));
+    client
+}
+
+/// [`EndpointSliceResolver`] over a store that may be gone.
+struct StoreResolver {
+    store: Weak<dyn Store>,
+    caches: Weak<CacheSet>,
+}
+
+impl ServiceResolver for StoreResolver {
+    fn resolve(&self, namespace: &str, name: &str, port: u16) -> Result<(String, u16), String> {
+        let (Some(store), Some(caches)) = (self.store.upgrade(), self.caches.upgrade()) else {
+            return Err("the store is closed".into());
+        };
+        EndpointSliceResolver::new(RestStore::new(store, caches)).resolve(namespace, name, port)
     }
 }
 
