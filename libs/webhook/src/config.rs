@@ -53,7 +53,14 @@ impl ClientConfig {
         if !ca_bundle.is_empty() {
             crate::tls::roots(&ca_bundle).map_err(|e| format!("caBundle: {e}"))?;
         }
-        Ok(ClientConfig { endpoint, ca_bundle })
+        let config = ClientConfig { endpoint, ca_bundle };
+        // Go's URL type escapes what HTTP cannot carry; here such a path is refused up front
+        // rather than failing every call.
+        let path = config.path_and_query(None);
+        if path.parse::<http::uri::PathAndQuery>().is_err() {
+            return Err(format!("path {} is not a valid request path", crate::error::go_quote(&path)));
+        }
+        Ok(config)
     }
 
     /// The name the serving certificate must carry and the Host header's host: kube's
@@ -211,6 +218,7 @@ mod tests {
         assert_eq!(url("https://h:x/y").unwrap_err(), r#"Unparsable URL: parse "https://h:x/y": invalid port ":x" after host"#);
         let none = ClientConfig::from_json(&json!({"caBundle": ""})).unwrap_err();
         assert_eq!(none, "webhook configuration must have either service or URL");
+        assert_eq!(url("https://h/a b").unwrap_err(), r#"path "/a b" is not a valid request path"#);
         let both = ClientConfig::from_json(&json!({"url": "https://h", "service": {"namespace": "n", "name": "s"}})).unwrap_err();
         assert_eq!(both, "exactly one of url or service is required");
     }

@@ -47,7 +47,8 @@ async fn json_goes_out_and_comes_back_with_kubes_timeout_on_the_path() {
     let server = server(&ca, Behaviour::Normal).await;
     let client = client();
     let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "1"}});
-    let answer = client.post_json(&config(&server.url("/validate/pods"), &ca), body(review.clone()), TIMEOUT).await.expect("answer");
+    let validate = config(&server.url("/validate/pods"), &ca);
+    let answer = client.post_json(&validate, body(review.clone()), TIMEOUT).await.expect("answer");
     assert_eq!(answer["kind"], "Echo");
     assert_eq!(answer["got"], review, "the body arrives as sent");
     assert_eq!(answer["path"], "/validate/pods?timeout=5s");
@@ -59,6 +60,13 @@ async fn json_goes_out_and_comes_back_with_kubes_timeout_on_the_path() {
     assert_eq!(answer["path"], "/?timeout=3s", "no path is /, and the timeout is rounded up to whole seconds");
     let answer = client.post_json(&config(&server.url("/hook/?team=a"), &ca), body(json!({})), Duration::from_secs(90)).await.unwrap();
     assert_eq!(answer["path"], "/hook?team=a&timeout=1m30s", "a query is kept and the timeout printed as Go prints durations");
+}
+
+#[test]
+fn calls_can_be_spawned() {
+    fn spawnable<F: std::future::Future + Send + 'static>(_: F) {}
+    let config = ClientConfig::from_json(&json!({"url": "https://h"})).unwrap();
+    spawnable(async move { client().post_json(&config, Bytes::new(), TIMEOUT).await });
 }
 
 #[tokio::test]
