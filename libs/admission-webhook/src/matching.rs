@@ -1,12 +1,16 @@
 //! Whether a webhook is called for a request (kube's `ShouldCallHook`): its namespace
 //! selector, object selector and rules, then its match conditions.
 
+use std::sync::Arc;
+
 use kapi_admission::{Attributes, Operation};
+use kapi_apiextensions::cel::CelAuthorizer;
 use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_registry::catalog;
 use kapi_registry::rest::RestStore;
 use serde_json::{Map, Value};
 
+use crate::conditions::Verdict;
 use crate::hooks::{Hook, Rule};
 
 fn exact_or_wildcard(items: &[String], requested: &str) -> bool {
@@ -103,7 +107,7 @@ fn object_matches(hook: &Hook, attrs: &Attributes) -> Result<bool, ApiError> {
 /// With `matchPolicy: Equivalent`, kube also matches the same resource under other versions
 /// and converts the object; kapi serves each built-in resource under one version, and a custom
 /// resource's other versions are matched here only when a rule names the request's version.
-pub fn should_call(rest: &RestStore, hook: &Hook, attrs: &Attributes) -> Result<bool, ApiError> {
+pub fn should_call(rest: &RestStore, hook: &Hook, attrs: &Attributes, authorizer: Option<&Arc<dyn CelAuthorizer>>) -> Result<bool, ApiError> {
     let namespace = namespace_matches(rest, hook, attrs);
     if matches!(namespace, Ok(false)) {
         return Ok(false);
@@ -117,8 +121,13 @@ pub fn should_call(rest: &RestStore, hook: &Hook, attrs: &Attributes) -> Result<
     }
     namespace?;
     object?;
-    match hook.conditions.matches(attrs) {
-        Ok(matches) => Ok(matches),
-        Err(e) => Err(ApiError::forbidden_for(&attrs.group_resource(), &attrs.name, &e)),
+    if hook.conditions.is_empty() {
+        return Ok(true);
+    }
+    let request = crate::review::admission_request(&uuid::Uuid::new_v4().to_string(), attrs);
+    match hook.conditions.evaluate(attrs, &request, authorizer, hook.ignore_failures) {
+        Verdict::Call => Ok(true),
+        Verdict::Skip => Ok(false),
+        Verdict::Refuse(e) => Err(ApiError::forbidden_for(&attrs.group_resource(), &attrs.name, &e)),
     }
 }

@@ -5,9 +5,12 @@
 
 use std::collections::BTreeSet;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
 use kapi_apimachinery::patch::apply_json_patch;
+use kapi_apiextensions::cel::CelAuthorizer;
 use kapi_apimachinery::ApiError;
 use kapi_registry::rest::RestStore;
 use kapi_webhook::Client;
@@ -27,12 +30,14 @@ pub struct MutatingWebhooks {
     source: HookSource,
     rest: RestStore,
     client: Client,
+    authorizer: Option<Arc<dyn CelAuthorizer>>,
 }
 
 impl MutatingWebhooks {
-    /// The plugin over the configurations in `rest`'s watch cache, calling through `client`.
-    pub fn new(rest: RestStore, client: Client) -> Self {
-        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client }
+    /// The plugin over the configurations in `rest`'s watch cache, calling through `client`;
+    /// match conditions check with `authorizer` (without one, `authorizer` checks fail).
+    pub fn new(rest: RestStore, client: Client, authorizer: Option<Arc<dyn CelAuthorizer>>) -> Self {
+        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client, authorizer }
     }
 }
 
@@ -97,7 +102,7 @@ impl MutatingWebhooks {
     async fn run(&self, attrs: &mut Attributes, outcome: &mut Outcome, rounds: &mut Rounds, round: usize) -> Result<(), ApiError> {
         let hooks = self.source.hooks();
         for (index, hook) in hooks.iter().enumerate() {
-            if !matching::should_call(&self.rest, hook, attrs)? {
+            if !matching::should_call(&self.rest, hook, attrs, self.authorizer.as_ref())? {
                 continue;
             }
             // In the second round, only webhooks that asked for it and saw an older object.

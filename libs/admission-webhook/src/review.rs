@@ -25,6 +25,11 @@ fn gvr(g: &Gvx) -> Value {
 
 /// The AdmissionReview for `attrs` in `version`, with request uid `uid`.
 pub fn request(version: &str, uid: &str, attrs: &Attributes) -> Value {
+    json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{version}"), "request": admission_request(uid, attrs)})
+}
+
+/// kube's AdmissionRequest for `attrs` (what webhooks get, and what `request` is in CEL).
+pub fn admission_request(uid: &str, attrs: &Attributes) -> Value {
     let user = &attrs.user;
     let mut user_info = Map::new();
     user_info.insert("username".into(), Value::String(user.name.clone()));
@@ -61,7 +66,7 @@ pub fn request(version: &str, uid: &str, attrs: &Attributes) -> Value {
     request.insert("oldObject".into(), attrs.old_object.clone().unwrap_or(Value::Null));
     request.insert("dryRun".into(), Value::Bool(attrs.dry_run));
     request.insert("options".into(), attrs.options.clone());
-    json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{version}"), "request": request})
+    Value::Object(request)
 }
 
 /// What a webhook answered, once checked.

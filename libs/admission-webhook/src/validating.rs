@@ -1,8 +1,11 @@
 //! ValidatingAdmissionWebhook: every matching webhook is called at once; the request goes on
 //! only if all allow it.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
+use kapi_apiextensions::cel::CelAuthorizer;
 use kapi_apimachinery::ApiError;
 use kapi_registry::rest::RestStore;
 use kapi_webhook::Client;
@@ -19,12 +22,14 @@ pub struct ValidatingWebhooks {
     source: HookSource,
     rest: RestStore,
     client: Client,
+    authorizer: Option<Arc<dyn CelAuthorizer>>,
 }
 
 impl ValidatingWebhooks {
-    /// The plugin over the configurations in `rest`'s watch cache, calling through `client`.
-    pub fn new(rest: RestStore, client: Client) -> Self {
-        ValidatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Validating), rest, client }
+    /// The plugin over the configurations in `rest`'s watch cache, calling through `client`;
+    /// match conditions check with `authorizer` (without one, `authorizer` checks fail).
+    pub fn new(rest: RestStore, client: Client, authorizer: Option<Arc<dyn CelAuthorizer>>) -> Self {
+        ValidatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Validating), rest, client, authorizer }
     }
 }
 
@@ -45,7 +50,7 @@ impl AdmissionPlugin for ValidatingWebhooks {
         let hooks = self.source.hooks();
         let mut relevant = Vec::new();
         for hook in hooks.iter() {
-            if matching::should_call(&self.rest, hook, attrs)? {
+            if matching::should_call(&self.rest, hook, attrs, self.authorizer.as_ref())? {
                 relevant.push(hook.clone());
             }
         }

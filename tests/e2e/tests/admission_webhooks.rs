@@ -282,3 +282,29 @@ fn a_configuration_written_through_one_replica_takes_effect_on_another_within_a_
     assert!(took < Duration::from_secs(1), "took {took:?}");
     eprintln!("the second replica applied the configuration after {took:?} ({attempt} writes)");
 }
+
+#[test]
+fn match_conditions_decide_in_cel_whether_a_webhook_is_called() {
+    let kapi = Kapi::start().expect("start kapi");
+    let webhook = AdmissionWebhook::start().expect("start the webhook");
+    let conditions = json!({"matchConditions": [
+        {"name": "labelled", "expression": "has(object.metadata.labels) && 'team' in object.metadata.labels"},
+        {"name": "not-system", "expression": "!request.userInfo.username.startsWith('system:node:')"},
+        {"name": "may-list-secrets", "expression": "authorizer.group('').resource('secrets').namespace('default').check('list').allowed()"}
+    ]});
+    configure(&kapi, VALIDATING, "conditions", vec![hook("cel.e2e.kapi", webhook.client_config("/allow"), conditions)]);
+    assert_eq!(create(&kapi, CONFIGMAPS, &configmap("unlabelled", json!({}))).status, 201);
+    assert_eq!(create(&kapi, CONFIGMAPS, &configmap("labelled", json!({"team": "a"}))).status, 201);
+    let calls = webhook.calls("/allow");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0]["request"]["name"], "labelled");
+
+    // A condition that fails to evaluate refuses the write under failurePolicy Fail.
+    let failing = json!({"failurePolicy": "Fail", "matchConditions": [{"name": "broken", "expression": "object.data.missing == 'x'"}]});
+    configure(&kapi, VALIDATING, "broken-conditions", vec![hook("broken.e2e.kapi", webhook.client_config("/allow"), failing)]);
+    let refused = create(&kapi, CONFIGMAPS, &configmap("refused", json!({"team": "a"})));
+    assert_eq!((refused.status, refused.body["reason"].as_str()), (403, Some("Forbidden")), "{}", refused.raw);
+    let message = refused.body["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with(r#"configmaps "refused" is forbidden: expression 'object.data.missing == 'x'' resulted in error: "#), "{message}");
+    assert!(absent(&kapi, "refused"));
+}

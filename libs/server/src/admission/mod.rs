@@ -2,6 +2,7 @@
 //! `--disable-admission-plugins` and `--admission-control-config-file`, and the per-request
 //! glue that hands it to the store ([`RequestAdmission`]).
 
+pub mod cel_authorizer;
 pub mod escalation;
 pub mod request;
 pub mod requester;
@@ -66,11 +67,12 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
     }
     // One client for every webhook, so that connections to a webhook are reused.
     let client = kapi_webhook::Client::new(Arc::new(kapi_webhook::EndpointSliceResolver::new(context.rest.clone())));
+    let cel_authorizer: Arc<dyn kapi_apiextensions::cel::CelAuthorizer> = Arc::new(cel_authorizer::ServerCelAuthorizer(context.authorizer.clone()));
     let mut missing = Vec::new();
     for name in &options.plugins {
         let plugin: Box<dyn AdmissionPlugin> = match *name {
-            "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone())),
-            "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone())),
+            "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()))),
+            "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()))),
             other => {
                 missing.push(other);
                 continue;
