@@ -6,6 +6,7 @@
 //! supported-values check are tables ([`ENUMS`]) rather than code.
 
 mod admission;
+mod admission_cel;
 mod admission_policy;
 mod cluster;
 mod config;

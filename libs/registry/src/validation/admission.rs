@@ -3,8 +3,8 @@
 //! `k8s.io/apiserver/pkg/util/webhook` for client configs), plus the rule and match-condition
 //! checks the admission policies share.
 //!
-//! kapi has no CEL type checker for admission expressions, so match-condition expressions are
-//! checked for shape only: present and non-blank.
+//! Match-condition expressions are compiled in the CEL environment the plugins evaluate them
+//! with ([`super::admission_cel`]).
 
 use std::collections::HashSet;
 
@@ -134,6 +134,8 @@ fn validate_webhook(hook: &Value, path: &str, mutating: bool, opts: Options) -> 
         causes.extend(match_conditions(
             array_at(hook, "/matchConditions"),
             &format!("{path}.matchConditions"),
+            &kapi_apiextensions::cel::ExpressionCompiler::new(),
+            false,
         ));
     }
     causes
@@ -540,8 +542,9 @@ fn webhook_service(svc: &Value, path: &str) -> Vec<Cause> {
     causes
 }
 
-/// `validateMatchConditions`: at most 64, unique qualified names, non-blank expressions.
-pub(super) fn match_conditions(conditions: &[Value], path: &str) -> Vec<Cause> {
+/// `validateMatchConditions`: at most 64, unique qualified names, expressions that compile
+/// (with `params` for policies, kube's `allowParamsInMatchConditions`).
+pub(super) fn match_conditions(conditions: &[Value], path: &str, compiler: &kapi_apiextensions::cel::ExpressionCompiler, params: bool) -> Vec<Cause> {
     let mut causes = Vec::new();
     if conditions.len() > 64 {
         causes.push(Cause {
@@ -556,8 +559,11 @@ pub(super) fn match_conditions(conditions: &[Value], path: &str) -> Vec<Cause> {
     let mut names = HashSet::new();
     for (i, mc) in conditions.iter().enumerate() {
         let item = format!("{path}[{i}]");
-        if str_at(mc, "/expression").trim().is_empty() {
+        let expression = str_at(mc, "/expression").trim();
+        if expression.is_empty() {
             causes.push(Cause::required(&format!("{item}.expression"), ""));
+        } else {
+            causes.extend(super::admission_cel::match_condition(compiler, &format!("{item}.expression"), expression, params));
         }
         let name = str_at(mc, "/name");
         if name.is_empty() {

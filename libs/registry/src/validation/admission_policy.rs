@@ -1,8 +1,9 @@
 //! ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding validation (kube's
 //! `pkg/apis/admissionregistration/validation/validation.go`).
 //!
-//! kapi has no CEL type checker for admission expressions: expressions are checked for shape
-//! only (present, non-blank, sizes). Fields kube's v1 defaults fill before validation
+//! Expressions are compiled in the CEL environment the policy plugin evaluates them with
+//! ([`super::admission_cel`]): variables in order, each visible to the later ones; `params`
+//! declared when the policy has a paramKind. Fields kube's v1 defaults fill before validation
 //! (`failurePolicy`, `matchPolicy`, both selectors) are not required here while kapi's defaults
 //! do not fill them, so objects kube accepts are accepted.
 
@@ -12,21 +13,24 @@ use kapi_apimachinery::validation::{
     is_dns1035_label, is_dns1123_subdomain, is_qualified_name, NameRule,
 };
 use kapi_apimachinery::Cause;
+use kapi_apiextensions::cel::{Declarations, ExpressionCompiler, ReturnType};
 use serde_json::Value;
 
 use super::admission::{
     enum_field, go_slice, invalid_shown, match_conditions, rule_with_operations, strings,
     FAILURE_POLICIES, MATCH_POLICIES,
 };
-use super::{array_at, label_selector, str_at};
+use super::{admission_cel, array_at, label_selector, str_at};
 
 const VALIDATION_ACTIONS: &[&str] = &["Audit", "Deny", "Warn"];
 const POLICY_REASONS: &[&str] = &["Forbidden", "Invalid", "RequestEntityTooLarge"];
 
-/// `ValidateValidatingAdmissionPolicy` (CEL expressions: shape only).
+/// `ValidateValidatingAdmissionPolicy`.
 pub(super) fn validate_policy(obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let spec = obj.get("spec").unwrap_or(&Value::Null);
+    let params = spec.get("paramKind").is_some_and(|v| !v.is_null());
+    let mut compiler = ExpressionCompiler::new();
     enum_field(spec, "failurePolicy", "spec", FAILURE_POLICIES, &mut causes);
     if let Some(pk) = spec.get("paramKind").filter(|v| !v.is_null()) {
         causes.extend(param_kind(pk, "spec.paramKind"));
@@ -40,10 +44,8 @@ pub(super) fn validate_policy(obj: &Value) -> Vec<Cause> {
             }
         }
     }
-    causes.extend(match_conditions(
-        array_at(spec, "/matchConditions"),
-        "spec.matchConditions",
-    ));
+    // kube compiles match conditions without the policy's variables.
+    causes.extend(match_conditions(array_at(spec, "/matchConditions"), "spec.matchConditions", &ExpressionCompiler::new(), params));
     for (i, v) in array_at(spec, "/variables").iter().enumerate() {
         let path = format!("spec.variables[{i}]");
         let name = str_at(v, "/name");
@@ -59,11 +61,14 @@ pub(super) fn validate_policy(obj: &Value) -> Vec<Cause> {
                 "name is not a valid CEL identifier",
             ));
         }
-        if str_at(v, "/expression").trim().is_empty() {
+        let expression = str_at(v, "/expression");
+        if expression.trim().is_empty() {
             causes.push(Cause::required(
                 &format!("{path}.expression"),
                 "expression is not specified",
             ));
+        } else if let Err(e) = compiler.add_variable(name, expression, Declarations { params, authorizer: true }) {
+            causes.push(admission_cel::cause(&format!("{path}.expression"), expression, &e));
         }
     }
     let validations = array_at(spec, "/validations");
@@ -75,7 +80,7 @@ pub(super) fn validate_policy(obj: &Value) -> Vec<Cause> {
         return causes;
     }
     for (i, v) in validations.iter().enumerate() {
-        causes.extend(validation_rule(v, &format!("spec.validations[{i}]")));
+        causes.extend(validation_rule(v, &format!("spec.validations[{i}]"), &compiler, params));
     }
     if audits.len() > 20 {
         causes.push(Cause::invalid(
@@ -114,6 +119,11 @@ pub(super) fn validate_policy(obj: &Value) -> Vec<Cause> {
                 &format!("{path}.valueExpression"),
                 "must not exceed 5120 bytes in length",
             ));
+        } else {
+            let raw = str_at(a, "/valueExpression");
+            if let Err(e) = compiler.compile(value, ReturnType::StringOrNull, Declarations { params, authorizer: true }) {
+                causes.push(admission_cel::cause(&format!("{path}.valueExpression"), raw, &e));
+            }
         }
         if !keys.insert(key) {
             causes.push(Cause::duplicate(&format!("{path}.key"), &Value::from(key)));
@@ -122,13 +132,17 @@ pub(super) fn validate_policy(obj: &Value) -> Vec<Cause> {
     causes
 }
 
-fn validation_rule(v: &Value, path: &str) -> Vec<Cause> {
+fn validation_rule(v: &Value, path: &str, compiler: &ExpressionCompiler, params: bool) -> Vec<Cause> {
     let mut causes = Vec::new();
-    if str_at(v, "/expression").trim().is_empty() {
+    let expression = str_at(v, "/expression");
+    if expression.trim().is_empty() {
         causes.push(Cause::required(
             &format!("{path}.expression"),
             "expression is not specified",
         ));
+    } else {
+        let decls = Declarations { params, authorizer: true };
+        causes.extend(admission_cel::check(compiler, &format!("{path}.expression"), expression, ReturnType::Bool, decls));
     }
     let message_expression = str_at(v, "/messageExpression");
     if !message_expression.is_empty() && message_expression.trim().is_empty() {
@@ -137,6 +151,9 @@ fn validation_rule(v: &Value, path: &str) -> Vec<Cause> {
             &Value::from(message_expression),
             "must be non-empty if specified",
         ));
+    } else if !message_expression.is_empty() {
+        let decls = Declarations { params, authorizer: false };
+        causes.extend(admission_cel::check(compiler, &format!("{path}.messageExpression"), message_expression, ReturnType::String, decls));
     }
     let message = str_at(v, "/message");
     if !message.is_empty() && message.trim().is_empty() {

@@ -411,3 +411,35 @@ fn cluster_kinds() {
 fn policy_messages_in(group: &str, kind: &str, obj: &Value) -> Vec<String> {
     validate(group, kind, obj).into_iter().map(|c| c.message).collect()
 }
+
+#[test]
+fn cel_expressions_are_compiled_when_written() {
+    // A webhook's match conditions: no params, no variables; must be bool.
+    check(
+        |h| h["matchConditions"] = json!([{"name": "a", "expression": "object.metadata.name"}]),
+        &["webhooks[0].matchConditions[0].expression: Invalid value: \"object.metadata.name\": must evaluate to bool but got dyn"],
+    );
+    check(
+        |h| h["matchConditions"] = json!([{"name": "a", "expression": "params.x == 1"}]),
+        &["webhooks[0].matchConditions[0].expression: Invalid value: \"params.x == 1\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')\n | params.x == 1\n | ^"],
+    );
+    let rules = json!({"resourceRules": [{"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]});
+    let messages = |spec: Value| policy_messages("ValidatingAdmissionPolicy", &policy(spec));
+    // Variables are visible to validations; params only with a paramKind.
+    let ok = json!({"matchConstraints": rules, "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "variables": [{"name": "replicas", "expression": "object.spec.replicas"}],
+        "validations": [{"expression": "variables.replicas <= int(params.data.max)", "messageExpression": "'too many: ' + string(variables.replicas)"}],
+        "auditAnnotations": [{"key": "replicas", "valueExpression": "string(variables.replicas)"}]});
+    assert_eq!(messages(ok), Vec::<String>::new());
+    let bad = json!({"matchConstraints": rules,
+        "variables": [{"name": "n", "expression": "object.spec.replicas +"}],
+        "validations": [{"expression": "params.max > 1", "messageExpression": "1"}, {"expression": "'x'"}],
+        "auditAnnotations": [{"key": "k", "valueExpression": "1"}]});
+    let got = messages(bad);
+    assert_eq!(got.len(), 5, "{got:#?}");
+    assert!(got[0].starts_with("spec.variables[0].expression: Invalid value: \"object.spec.replicas +\": compilation failed: ERROR: <input>:1:"), "{}", got[0]);
+    assert!(got[1].starts_with("spec.validations[0].expression: Invalid value: \"params.max > 1\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params'"), "{}", got[1]);
+    assert_eq!(got[2], "spec.validations[0].messageExpression: Invalid value: \"1\": must evaluate to string but got int");
+    assert_eq!(got[3], "spec.validations[1].expression: Invalid value: \"'x'\": must evaluate to bool but got string");
+    assert_eq!(got[4], "spec.auditAnnotations[0].valueExpression: Invalid value: \"1\": must evaluate to one of [string null_type] but got int");
+}
