@@ -313,17 +313,31 @@ impl Checker {
                 (t, u) if t == u && is_num(t) => Ok(est(t.clone(), 0, 1)),
                 (Ty::Duration, Ty::Duration) => Ok(est(Ty::Duration, 0, 1)),
                 (Ty::Timestamp, Ty::Duration) | (Ty::Duration, Ty::Timestamp) => Ok(est(Ty::Timestamp, 0, 1)),
+                // with one operand dyn, cel-go types the result by the only overload the other
+                // operand leaves (`'a' + dyn` is a string); a mere dyn would fail result checks
+                (Ty::String | Ty::Bytes, Ty::Dyn) | (Ty::Dyn, Ty::String | Ty::Bytes) => {
+                    let ty = if matches!(x.ty, Ty::Dyn) { y.ty.clone() } else { x.ty.clone() };
+                    Ok(est(ty, x.max.saturating_add(y.max), 1))
+                }
+                (Ty::List(e), Ty::Dyn) | (Ty::Dyn, Ty::List(e)) => {
+                    Ok(est(Ty::List(e.clone()), x.max.saturating_add(y.max), 1))
+                }
+                (t, Ty::Dyn) | (Ty::Dyn, t) if is_num(t) || *t == Ty::Timestamp => Ok(est(t.clone(), 0, 1)),
                 _ if dynamic => Ok(Est { d: Decl::dyn_(), cost: 1 }),
                 _ => Err(overload_err(id, f, a)),
             },
             op::SUBSTRACT if bin && (is_time(&x.ty) || is_time(&y.ty)) => match (&x.ty, &y.ty) {
                 (Ty::Duration, Ty::Duration) | (Ty::Timestamp, Ty::Timestamp) => Ok(est(Ty::Duration, 0, 1)),
                 (Ty::Timestamp, Ty::Duration) => Ok(est(Ty::Timestamp, 0, 1)),
+                (Ty::Duration, Ty::Dyn) | (Ty::Dyn, Ty::Timestamp) => Ok(est(Ty::Duration, 0, 1)),
                 _ if dynamic => Ok(Est { d: Decl::dyn_(), cost: 1 }),
                 _ => Err(overload_err(id, f, a)),
             },
             op::SUBSTRACT | op::MULTIPLY | op::DIVIDE | op::MODULO if bin => match (&x.ty, &y.ty) {
                 (t, u) if t == u && is_num(t) => Ok(est(t.clone(), 0, 1)),
+                (t, Ty::Dyn) | (Ty::Dyn, t) if is_num(t) && !(f == op::MODULO && *t == Ty::Double) => {
+                    Ok(est(t.clone(), 0, 1))
+                }
                 _ if dynamic => Ok(Est { d: Decl::dyn_(), cost: 1 }),
                 _ => Err(overload_err(id, f, a)),
             },

@@ -221,3 +221,17 @@ fn cost_limits() {
         "validation failed due to running out of cost budget, no further validation rules will be run"
     );
 }
+
+#[test]
+fn operators_with_one_dyn_operand_are_typed_by_the_other() {
+    let c = ExpressionCompiler::new();
+    let ty = |src: &str| c.compile(src, ReturnType::Any, PARAMS).unwrap().output_type();
+    assert_eq!(ty("'at most ' + params.data.max"), "string");
+    assert_eq!(ty("object.spec.replicas + 1"), "int");
+    assert_eq!(ty("2.0 * object.spec.ratio"), "double");
+    assert_eq!(ty("object.items + [1]"), "list(int)");
+    assert_eq!(ty("timestamp('2024-01-01T00:00:00Z') + object.d"), "google.protobuf.Timestamp");
+    assert_eq!(ty("duration('1s') + object.d"), "dyn");
+    assert_eq!(ty("object.a + object.b"), "dyn");
+    assert!(c.compile("'replicas: ' + object.spec.replicas", ReturnType::String, PARAMS).is_ok());
+}
