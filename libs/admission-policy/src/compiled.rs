@@ -1,0 +1,125 @@
+//! A ValidatingAdmissionPolicy compiled once (kube's `compilePolicy`): its variables, match
+//! conditions, validations with their message expressions, and audit annotations. An
+//! expression that fails to compile stays with its error, which fails only what uses it.
+
+use std::sync::Arc;
+
+use kapi_apiextensions::cel::{CompileError, Declarations, Expression, ExpressionCompiler, ReturnType, Variable};
+use serde_json::Value;
+
+/// kube's `failurePolicy` (Fail when absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FailurePolicy {
+    Fail,
+    Ignore,
+    /// A value kube does not know (validation refuses it; an old object may hold one).
+    Unknown(String),
+}
+
+impl FailurePolicy {
+    pub(crate) fn of(spec: &Value) -> Self {
+        match spec.get("failurePolicy").and_then(Value::as_str) {
+            None | Some("Fail") => FailurePolicy::Fail,
+            Some("Ignore") => FailurePolicy::Ignore,
+            Some(other) => FailurePolicy::Unknown(other.to_owned()),
+        }
+    }
+
+    /// Whether an error admits the request (kube's `policyDecisionActionForError`).
+    pub(crate) fn ignores(&self) -> bool {
+        *self == FailurePolicy::Ignore
+    }
+}
+
+/// `spec.validations[i]`.
+#[derive(Debug)]
+pub(crate) struct Validation {
+    pub expression: String,
+    pub compiled: Result<Expression, CompileError>,
+    pub message: String,
+    pub reason: Option<String>,
+    pub message_expression: Option<Result<Expression, CompileError>>,
+}
+
+/// `spec.matchConditions[i]`.
+#[derive(Debug)]
+pub(crate) struct MatchCondition {
+    pub compiled: Result<Expression, CompileError>,
+}
+
+/// `spec.auditAnnotations[i]`.
+#[derive(Debug)]
+pub(crate) struct AuditAnnotation {
+    pub key: String,
+    pub value_expression: String,
+    pub compiled: Result<Expression, CompileError>,
+}
+
+/// One policy, compiled.
+#[derive(Debug)]
+pub(crate) struct CompiledPolicy {
+    pub failure_policy: FailurePolicy,
+    pub variables: Arc<[Variable]>,
+    pub match_conditions: Vec<MatchCondition>,
+    pub validations: Vec<Validation>,
+    pub audit_annotations: Vec<AuditAnnotation>,
+}
+
+fn items<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
+    spec.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+impl CompiledPolicy {
+    /// Compiles `policy` (a ValidatingAdmissionPolicy object).
+    pub(crate) fn compile(policy: &Value) -> CompiledPolicy {
+        let spec = policy.get("spec").unwrap_or(&Value::Null);
+        let params = spec.get("paramKind").is_some_and(|p| !p.is_null());
+        // kube: validations, match conditions, variables and audit annotations may check with
+        // the authorizer; message expressions may not
+        let full = Declarations { params, authorizer: true };
+        let messages = Declarations { params, authorizer: false };
+        let mut compiler = ExpressionCompiler::new();
+        for v in items(spec, "variables") {
+            // an error is kept with the variable and reported where it is read
+            let _ = compiler.add_variable(text(v, "name"), text(v, "expression"), full);
+        }
+        let match_conditions = items(spec, "matchConditions")
+            .iter()
+            .map(|c| MatchCondition { compiled: compiler.compile(text(c, "expression"), ReturnType::Bool, full) })
+            .collect();
+        let validations = items(spec, "validations")
+            .iter()
+            .map(|v| {
+                let message_expression = Some(text(v, "messageExpression"))
+                    .filter(|m| !m.is_empty())
+                    .map(|m| compiler.compile(m, ReturnType::String, messages));
+                Validation {
+                    expression: text(v, "expression").to_owned(),
+                    compiled: compiler.compile(text(v, "expression"), ReturnType::Bool, full),
+                    message: text(v, "message").to_owned(),
+                    reason: v.get("reason").and_then(Value::as_str).map(str::to_owned),
+                    message_expression,
+                }
+            })
+            .collect();
+        let audit_annotations = items(spec, "auditAnnotations")
+            .iter()
+            .map(|a| AuditAnnotation {
+                key: text(a, "key").to_owned(),
+                value_expression: text(a, "valueExpression").to_owned(),
+                compiled: compiler.compile(text(a, "valueExpression"), ReturnType::StringOrNull, full),
+            })
+            .collect();
+        CompiledPolicy {
+            failure_policy: FailurePolicy::of(spec),
+            variables: compiler.variables(),
+            match_conditions,
+            validations,
+            audit_annotations,
+        }
+    }
+}
