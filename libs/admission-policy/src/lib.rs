@@ -27,4 +27,4 @@ mod validator;
 pub use kapi_apiextensions::cel::{AuthzAttributes, AuthzDecision, AuthzUser, CelAuthorizer};
 pub use plugin::ValidatingAdmissionPolicy;
 pub use resolver::{BuiltinResolver, Equivalent, ParamResolver, ParamSource};
-pub use typecheck::type_checking;
+pub use typecheck::{type_checking, SchemaResolver};

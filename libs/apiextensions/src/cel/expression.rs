@@ -119,6 +119,10 @@ impl Variable {
 #[derive(Debug, Clone, Default)]
 pub struct ExpressionCompiler {
     variables: Vec<Variable>,
+    /// `object` and `oldObject` typed by a schema (kube's type checking), else dyn.
+    object: Option<Decl>,
+    /// `params` typed by a schema, else dyn.
+    params: Option<Decl>,
 }
 
 /// kube's `BuildRequestType`.
@@ -257,6 +261,17 @@ impl ExpressionCompiler {
         Self::default()
     }
 
+    /// A compiler whose `object`/`oldObject` and `params` have the types of OpenAPI v3 schemas
+    /// (structural, references resolved), for kube's policy type checking, which reports
+    /// fields a kind does not have; a schema that cannot be read leaves the variable dyn.
+    pub fn with_schemas(object: Option<&serde_json::Value>, params: Option<&serde_json::Value>) -> Self {
+        let decl = |s: Option<&serde_json::Value>| {
+            let schema = crate::schema::Schema::parse(s?).ok()?;
+            super::types::decl_of(&schema, true)
+        };
+        ExpressionCompiler { variables: Vec::new(), object: decl(object), params: decl(params) }
+    }
+
     /// Compiles `spec.variables[i]` and keeps it for the expressions compiled after it
     /// (kube's `CompileAndStoreVariable`); a failed variable is kept too, typed `dyn`.
     pub fn add_variable(&mut self, name: &str, expression: &str, decls: Declarations) -> Result<(), CompileError> {
@@ -272,14 +287,15 @@ impl ExpressionCompiler {
     }
 
     pub(crate) fn declarations(&self, decls: Declarations) -> Vec<(String, Decl)> {
+        let object = self.object.clone().unwrap_or_else(Decl::dyn_);
         let mut vars = vec![
-            ("object".to_string(), Decl::dyn_()),
-            ("oldObject".to_string(), Decl::dyn_()),
+            ("object".to_string(), object.clone()),
+            ("oldObject".to_string(), object),
             ("request".to_string(), request_type()),
             ("namespaceObject".to_string(), namespace_type()),
         ];
         if decls.params {
-            vars.push(("params".into(), Decl::dyn_()));
+            vars.push(("params".into(), self.params.clone().unwrap_or_else(Decl::dyn_)));
         }
         if decls.authorizer {
             vars.push(("authorizer".into(), Decl::scalar(Ty::Opaque(authz::AUTHORIZER))));
