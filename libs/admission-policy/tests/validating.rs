@@ -286,3 +286,27 @@ async fn equivalent_versions_match_and_see_the_matched_version() {
     attrs.object = Some(hpa(10));
     assert!(c.admit(&attrs).await.0.is_ok());
 }
+
+#[tokio::test]
+async fn object_selector_exclusions_and_binding_match_resources() {
+    let c = Cluster::new().await;
+    c.namespace("team", json!({"team": "a"})).await;
+    let mut policy = deployment_policy("p", limit("object.spec.replicas <= 5"), json!({}));
+    policy["spec"]["matchConstraints"]["objectSelector"] = json!({"matchExpressions": [{"key": "exempt", "operator": "DoesNotExist"}]});
+    policy["spec"]["matchConstraints"]["excludeResourceRules"] =
+        json!([{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["*"], "resources": ["deployments"], "resourceNames": ["legacy"]}]);
+    c.policy(policy).await;
+    // the binding narrows the policy to namespaces of team a
+    c.binding("b", "p", json!({"matchResources": {"namespaceSelector": {"matchLabels": {"team": "a"}}}})).await;
+    assert!(c.admit(&create_deployment(deployment("team", "web", 10), "alice")).await.0.is_err());
+    assert!(c.admit(&create_deployment(deployment("default", "web", 10), "alice")).await.0.is_ok());
+    assert!(c.admit(&create_deployment(deployment("team", "legacy", 10), "alice")).await.0.is_ok());
+    let mut exempt = deployment("team", "web", 10);
+    exempt["metadata"]["labels"]["exempt"] = json!("yes");
+    assert!(c.admit(&create_deployment(exempt.clone(), "alice")).await.0.is_ok());
+    // on update, the old object's labels match too
+    let mut update = create_deployment(exempt, "alice");
+    update.operation = kapi_admission::Operation::Update;
+    update.old_object = Some(deployment("team", "web", 1));
+    assert!(c.admit(&update).await.0.is_err());
+}
