@@ -25,8 +25,44 @@ impl CallFailure {
     }
 }
 
+/// The uid written where each call's own goes: reviews are serialized once per request and
+/// version, and only the uid differs between the webhooks called with them.
+const UID_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000000";
+
+/// The serialized AdmissionReviews of one request, made on first use per review version and
+/// shared by every webhook called with the same object (validating webhooks, in parallel).
+pub struct Reviews<'a> {
+    attrs: &'a Attributes,
+    rendered: [std::sync::OnceLock<Result<(String, usize), String>>; 2],
+}
+
+impl<'a> Reviews<'a> {
+    /// The reviews of `attrs`.
+    pub fn new(attrs: &'a Attributes) -> Self {
+        Reviews { attrs, rendered: Default::default() }
+    }
+
+    /// The body of a call in `version` with request uid `uid`.
+    fn body(&self, version: &'static str, uid: &str) -> Result<Bytes, String> {
+        let slot = usize::from(version != "v1");
+        let rendered = self.rendered[slot].get_or_init(|| {
+            let text = serde_json::to_string(&review::request(version, UID_PLACEHOLDER, self.attrs)).map_err(|e| e.to_string())?;
+            // `uid` is the request's first field: its first occurrence is the request's.
+            let at = text.find(UID_PLACEHOLDER).ok_or("the review has no uid")?;
+            Ok((text, at))
+        });
+        let (text, at) = rendered.as_ref().map_err(Clone::clone)?;
+        let mut body = String::with_capacity(text.len());
+        body.push_str(&text[..*at]);
+        body.push_str(uid);
+        body.push_str(&text[at + UID_PLACEHOLDER.len()..]);
+        Ok(Bytes::from(body))
+    }
+}
+
 /// Calls `hook` with the review of `attrs` and checks its answer.
-pub async fn call(client: &Client, hook: &Hook, attrs: &Attributes, mutating: bool) -> Result<Answer, CallFailure> {
+pub async fn call(client: &Client, hook: &Hook, reviews: &Reviews<'_>, mutating: bool) -> Result<Answer, CallFailure> {
+    let attrs = reviews.attrs;
     if attrs.dry_run {
         match hook.side_effects.as_deref() {
             None => return Err(CallFailure::calling(hook, "Webhook SideEffects is nil")),
@@ -42,10 +78,9 @@ pub async fn call(client: &Client, hook: &Hook, attrs: &Attributes, mutating: bo
     };
     let config = hook.client.as_ref().map_err(|e| CallFailure::calling(hook, format!("could not get REST client: {e}")))?;
     let uid = uuid::Uuid::new_v4().to_string();
-    let request = review::request(version, &uid, attrs);
-    let body = serde_json::to_vec(&request).map_err(|e| CallFailure::calling(hook, format!("could not create admission objects: {e}")))?;
+    let body = reviews.body(version, &uid).map_err(|e| CallFailure::calling(hook, format!("could not create admission objects: {e}")))?;
     let answer =
-        client.post_json(config, Bytes::from(body), hook.timeout).await.map_err(|e| CallFailure::calling(hook, format!("failed to call webhook: {e}")))?;
+        client.post_json(config, body, hook.timeout).await.map_err(|e| CallFailure::calling(hook, format!("failed to call webhook: {e}")))?;
     review::verify(version, &uid, mutating, &answer).map_err(|e| CallFailure::calling(hook, format!("received invalid webhook response: {e}")))
 }
 

@@ -110,7 +110,8 @@ impl MutatingWebhooks {
                 continue;
             }
             let mut changed = false;
-            match call::call(&self.client, hook, attrs, true).await {
+            let answer = call::call(&self.client, hook, &call::Reviews::new(attrs), true).await;
+            match answer {
                 Ok(answer) => {
                     call::record(hook, &answer, outcome);
                     if !answer.allowed {

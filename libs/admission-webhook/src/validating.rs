@@ -58,7 +58,8 @@ impl AdmissionPlugin for ValidatingWebhooks {
             return Ok(());
         }
         // kube calls them in parallel: the request waits for the slowest, not for the sum.
-        let calls = relevant.iter().map(|hook| call::call(&self.client, hook, attrs, false));
+        let reviews = call::Reviews::new(attrs);
+        let calls = relevant.iter().map(|hook| call::call(&self.client, hook, &reviews, false));
         let results = futures_util::future::join_all(calls).await;
         let mut first_error = None;
         for (index, (hook, result)) in relevant.iter().zip(results).enumerate() {
