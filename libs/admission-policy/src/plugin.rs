@@ -131,6 +131,13 @@ impl ValidatingAdmissionPolicy {
         }
     }
 
+    /// Whether any binding exists (without one, no policy applies).
+    fn has_bindings(&self) -> bool {
+        let Some(spec) = catalog::find(GROUP, "v1", "validatingadmissionpolicybindings") else { return false };
+        let prefix = spec.key_prefix();
+        self.rest.caches().cache(&prefix).is_some_and(|c| !c.list(&prefix).0.is_empty())
+    }
+
     fn dispatch(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
         let exempt = EXEMPT.iter().any(|(g, r)| attrs.resource.group == *g && attrs.resource.name == *r);
         if exempt {
@@ -289,6 +296,14 @@ impl AdmissionPlugin for ValidatingAdmissionPolicy {
     }
 
     async fn validate(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
-        self.dispatch(attrs, outcome)
+        // Evaluation may run up to kube's budget (about a second of CPU): off the worker's
+        // queue where the runtime allows it, so that other requests keep being served.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread && self.has_bindings() {
+            tokio::task::block_in_place(|| self.dispatch(attrs, outcome))
+        } else {
+            self.dispatch(attrs, outcome)
+        }
     }
 }

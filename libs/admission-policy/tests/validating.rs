@@ -13,7 +13,8 @@ fn limit(expression: &str) -> Value {
     json!([{"expression": expression}])
 }
 
-#[tokio::test]
+// the server's runtime: evaluation runs in place of the worker (block_in_place)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn denies_with_kubes_message_and_reason() {
     let c = Cluster::new().await;
     c.policy(deployment_policy("replicas-limit", limit("object.spec.replicas <= 5"), json!({}))).await;
