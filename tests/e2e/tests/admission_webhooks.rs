@@ -308,3 +308,35 @@ fn match_conditions_decide_in_cel_whether_a_webhook_is_called() {
     assert!(message.starts_with(r#"configmaps "refused" is forbidden: expression 'object.data.missing == 'x'' resulted in error: "#), "{message}");
     assert!(absent(&kapi, "refused"));
 }
+
+#[test]
+fn a_webhook_by_service_is_reached_through_its_endpointslices() {
+    let kapi = Kapi::start().expect("start kapi");
+    let webhook = AdmissionWebhook::start().expect("start the webhook");
+    let port = webhook.port;
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "adm"},
+                     "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}});
+    assert_eq!(create(&kapi, "/api/v1/namespaces/default/services", &svc).status, 201);
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                       "metadata": {"name": "adm-1", "labels": {"kubernetes.io/service-name": "adm"}},
+                       "addressType": "IPv4", "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
+                       "ports": [{"name": "https", "port": port, "protocol": "TCP"}]});
+    assert_eq!(create(&kapi, "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", &slice).status, 201);
+    // The certificate names adm.default.svc: kube's TLS server name for a service reference.
+    let by_service = json!({"service": {"namespace": "default", "name": "adm", "path": "/label/via/service", "port": 443}, "caBundle": webhook.ca_bundle});
+    configure(&kapi, MUTATING, "by-service", vec![hook("service.e2e.kapi", by_service, json!({}))]);
+    let created = create(&kapi, CONFIGMAPS, &configmap("through-service", json!({})));
+    assert_eq!(created.status, 201, "{}", created.raw);
+    assert_eq!(created.body["metadata"]["labels"]["via"], "service", "{}", created.raw);
+
+    // A Service with no ready endpoint: kube's resolver error, under failurePolicy Fail.
+    let ready = kapi.request(&Request::new("PATCH", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/adm-1")
+        .raw("application/merge-patch+json", br#"{"endpoints":[{"addresses":["127.0.0.1"],"conditions":{"ready":false}}]}"#.to_vec()));
+    assert_eq!(ready.status, 200, "{}", ready.raw);
+    let _ = kapi.get_json("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices");
+    let refused = create(&kapi, CONFIGMAPS, &configmap("no-endpoint", json!({})));
+    assert_eq!(refused.status, 500, "{}", refused.raw);
+    let message = refused.body["message"].as_str().unwrap_or_default();
+    assert!(message.contains(r#"failed calling webhook "service.e2e.kapi": failed to call webhook: Post "https://adm.default.svc:443/label/via/service?timeout=10s": "#), "{message}");
+    assert!(absent(&kapi, "no-endpoint"));
+}
