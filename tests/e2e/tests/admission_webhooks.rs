@@ -340,3 +340,21 @@ fn a_webhook_by_service_is_reached_through_its_endpointslices() {
     assert!(message.contains(r#"failed calling webhook "service.e2e.kapi": failed to call webhook: Post "https://adm.default.svc:443/label/via/service?timeout=10s": "#), "{message}");
     assert!(absent(&kapi, "no-endpoint"));
 }
+
+#[test]
+fn a_webhook_that_accepts_only_v1beta1_gets_v1beta1_reviews() {
+    let kapi = Kapi::start().expect("start kapi");
+    let webhook = AdmissionWebhook::start().expect("start the webhook");
+    let beta = json!({"admissionReviewVersions": ["v1beta1"]});
+    configure(&kapi, MUTATING, "beta", vec![hook("beta.e2e.kapi", webhook.client_config("/label/review/beta"), beta.clone())]);
+    // kube does not check a v1beta1 answer's uid.
+    configure(&kapi, VALIDATING, "beta-uid", vec![hook("beta-uid.e2e.kapi", webhook.client_config("/wrong-uid"), beta)]);
+    let created = create(&kapi, CONFIGMAPS, &configmap("beta", json!({})));
+    assert_eq!(created.status, 201, "{}", created.raw);
+    assert_eq!(created.body["metadata"]["labels"]["review"], "beta", "a v1beta1 patch applies");
+    for path in ["/label", "/wrong-uid"] {
+        let calls = webhook.calls(path);
+        assert_eq!(calls.len(), 1, "{path}");
+        assert_eq!(calls[0]["apiVersion"], "admission.k8s.io/v1beta1", "{path}");
+    }
+}
