@@ -186,35 +186,20 @@ impl Output {
         }
     }
 
-    /// The value as JSON; None for values JSON has no form for (library types).
+    /// The value as JSON (mutation types as objects); None for values JSON has no form for
+    /// (library types).
     pub fn to_json(&self) -> Option<Value> {
-        fn conv(v: &CelValue) -> Option<Value> {
-            Some(match v {
-                CelValue::Null => Value::Null,
-                CelValue::Bool(b) => Value::Bool(*b),
-                CelValue::Int(i) => Value::from(*i),
-                CelValue::UInt(u) => Value::from(*u),
-                CelValue::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
-                CelValue::String(s) => Value::String(s.to_string()),
-                CelValue::List(l) => Value::Array(l.iter().map(conv).collect::<Option<_>>()?),
-                CelValue::Map(m) => {
-                    let mut out = serde_json::Map::new();
-                    for (k, v) in m.map.iter() {
-                        let key = match k {
-                            Key::String(s) => s.to_string(),
-                            Key::Int(i) => i.to_string(),
-                            Key::Uint(u) => u.to_string(),
-                            Key::Bool(b) => b.to_string(),
-                        };
-                        out.insert(key, conv(v)?);
-                    }
-                    Value::Object(out)
-                }
-                CelValue::Timestamp(t) => Value::String(t.to_rfc3339()),
-                _ => return None,
-            })
-        }
-        conv(&self.0)
+        super::mutation::to_json(&self.0)
+    }
+
+    /// A JSONPatch expression's operations as JSON Patch, or kube's type mismatch text.
+    pub fn json_patches(&self) -> Result<Vec<Value>, String> {
+        super::mutation::json_patches(&self.0)
+    }
+
+    /// An ApplyConfiguration expression's object, or kube's text for what it is not.
+    pub fn apply_configuration(&self) -> Result<Value, String> {
+        super::mutation::apply_configuration(&self.0, self.type_name())
     }
 }
 
@@ -351,7 +336,12 @@ impl LazyVariables {
                 return (Err(failure(format!("unexpected error loading the authorizer library: {e}"))), 0);
             }
         }
-        (expr.program.execute(&ctx), cost)
+        if expr.mutation {
+            if let Err(e) = super::mutation::register(&mut ctx) {
+                return (Err(failure(format!("unexpected error loading the mutation library: {e}"))), 0);
+            }
+        }
+        (ctx.resolve(&expr.checked), cost)
     }
 
     fn take_pending(&self) -> u64 {

@@ -13,12 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
-use cel::Program;
 
 use super::authz;
-use super::check::{Checker, Est};
+use super::check::{Checker, Est, TypeError};
 use super::compile::{literal_error, parse_issues, type_issue};
 use super::infer::field_names;
+use super::mutation::{JSONPATCH, OBJECT};
 use super::types::{Decl, Ty, MAX_REQUEST_SIZE_BYTES};
 
 /// Which optional variables an expression may use (kube's `OptionalVariableDeclarations`):
@@ -43,6 +43,11 @@ pub enum ReturnType {
     StringOrNull,
     /// Variables.
     Any,
+    /// MutatingAdmissionPolicy `jsonPatch.expression`: a list of `JSONPatch` (or dyn, whose
+    /// elements are checked when evaluated).
+    JsonPatch,
+    /// MutatingAdmissionPolicy `applyConfiguration.expression`: an `Object` (or dyn).
+    ApplyConfiguration,
 }
 
 /// Why an expression cannot be used; `detail` is kube's text.
@@ -65,9 +70,11 @@ impl CompileError {
 #[derive(Debug, Clone)]
 pub struct Expression {
     source: String,
-    pub(crate) program: Arc<Program>,
-    /// The checked form (`authorizer.requestResource` as one name), for cost estimates.
+    /// The checked form, which is also the one evaluated: `authorizer.requestResource` as one
+    /// name, mutation types as calls ([`super::mutation`]).
     pub(crate) checked: Arc<IdedExpr>,
+    /// Whether it builds mutation types (their functions are added when it runs).
+    pub(crate) mutation: bool,
     pub(crate) output: Ty,
     /// Field names the expression selects, the only ones cost estimates need.
     pub(crate) names: Arc<BTreeSet<String>>,
@@ -189,6 +196,12 @@ pub(crate) fn namespace_type() -> Decl {
             object(&[("conditions", Decl::new(Ty::List(Box::new(condition)), MAX_REQUEST_SIZE_BYTES)), ("phase", s())]),
         ),
     ])
+}
+
+/// The functions admission expressions add to the shared environment's: kube's authorizer
+/// library and the mutation types.
+pub(crate) fn functions(id: u64, f: &str, member: bool, a: &[&Est]) -> Option<Result<Est, TypeError>> {
+    authz::signature(id, f, member, a).or_else(|| super::mutation::signature(id, f, member, a))
 }
 
 /// `authorizer.requestResource` parses as a field of `authorizer`; kube declares it as one
@@ -322,21 +335,36 @@ impl ExpressionCompiler {
             .map_err(|e| CompileError::invalid(format!("compilation failed: {}", parse_issues(expression, &e))))?;
         let mut checked = program.expression().clone();
         join_request_resource(&mut checked);
+        let mutation = matches!(ret, ReturnType::JsonPatch | ReturnType::ApplyConfiguration);
+        if mutation {
+            super::mutation::rewrite(&mut checked);
+        }
         let typed: Est = Checker::new(self.declarations(decls))
-            .with_extension(authz::signature)
+            .with_extension(functions)
             .check(&checked)
             .and_then(|r| literal_error(&checked).map_or(Ok(r), Err))
             .map_err(|e| {
                 CompileError::invalid(format!("compilation failed: {}", type_issue(expression, &program, &e)))
             })?;
         let output = typed.d.ty;
-        let accepted: &[Ty] = match ret {
-            ReturnType::Bool => &[Ty::Bool],
-            ReturnType::String => &[Ty::String],
-            ReturnType::StringOrNull => &[Ty::String, Ty::Null],
-            ReturnType::Any => &[],
+        let patches = Ty::List(Box::new(Decl::scalar(Ty::Opaque(JSONPATCH))));
+        let (accepted, lenient): (&[Ty], &[Ty]) = match ret {
+            ReturnType::Bool => (&[Ty::Bool], &[]),
+            ReturnType::String => (&[Ty::String], &[]),
+            ReturnType::StringOrNull => (&[Ty::String, Ty::Null], &[]),
+            ReturnType::Any => (&[], &[]),
+            // kapi's checker types fewer expressions than cel-go (`c ? [JSONPatch{..}] : []`
+            // is dyn here): dyn ones are checked when they run
+            ReturnType::JsonPatch => (std::slice::from_ref(&patches), &[Ty::Dyn]),
+            ReturnType::ApplyConfiguration => (&[Ty::Opaque(OBJECT)], &[Ty::Dyn]),
         };
-        if !accepted.is_empty() && !accepted.contains(&output) {
+        let list_of_dyn = matches!(&output, Ty::List(e) if e.ty == Ty::Dyn) && ret == ReturnType::JsonPatch;
+        let fits = |t: &Ty| match (t, &output) {
+            (Ty::List(a), Ty::List(b)) => a.ty == b.ty,
+            (a, b) => a == b,
+        };
+        let ok = accepted.is_empty() || accepted.iter().any(fits) || lenient.contains(&output) || list_of_dyn;
+        if !ok {
             let want: Vec<String> = accepted.iter().map(Ty::name).collect();
             let detail = match want.as_slice() {
                 [one] => format!("must evaluate to {one} but got {}", output.name()),
@@ -349,7 +377,7 @@ impl ExpressionCompiler {
             names: Arc::new(field_names(&checked)),
             variables: variables_read(&checked),
             checked: Arc::new(checked),
-            program: Arc::new(program),
+            mutation,
             output,
             static_cost: typed.cost,
         })

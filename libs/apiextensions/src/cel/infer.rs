@@ -110,7 +110,7 @@ fn merge(a: Decl, b: Decl) -> Decl {
 /// signatures type as unbounded (an object indexed by a string, optional field access,
 /// `value()` and `orValue()`) keeps the bounds of the values at hand.
 pub(crate) fn estimate(id: u64, f: &str, member: bool, a: &[&Est]) -> Option<Result<Est, TypeError>> {
-    if let Some(r) = authz::signature(id, f, member, a) {
+    if let Some(r) = super::expression::functions(id, f, member, a) {
         return Some(r);
     }
     let fields_merged = |d: &Decl| match &d.ty {

@@ -23,6 +23,7 @@ mod formats;
 mod funcs;
 mod infer;
 mod library;
+mod mutation;
 mod net;
 mod runtime;
 mod time;

@@ -235,3 +235,52 @@ fn operators_with_one_dyn_operand_are_typed_by_the_other() {
     assert_eq!(ty("object.a + object.b"), "dyn");
     assert!(c.compile("'replicas: ' + object.spec.replicas", ReturnType::String, PARAMS).is_ok());
 }
+
+#[test]
+fn mutation_expressions_build_patches_and_apply_configurations() {
+    let obj = deployment(5);
+    let input = Input { object: Some(&obj), ..Input::default() };
+    let c = ExpressionCompiler::new();
+    let patches = "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b~c'), value: 'x'}, JSONPatch{op: 'replace', path: '/spec/replicas', value: object.spec.replicas + 1}]";
+    let out = eval_with(&c, patches, ReturnType::JsonPatch, &input).unwrap();
+    assert_eq!(
+        out.json_patches().unwrap(),
+        [
+            json!({"op": "add", "path": "/metadata/labels/a~1b~0c", "value": "x"}),
+            json!({"op": "replace", "path": "/spec/replicas", "value": 6}),
+        ]
+    );
+    let apply = "Object{spec: Object.spec{replicas: 2, template: Object.spec.template{metadata: Object.spec.template.metadata{labels: {'x': 'y'}}}}}";
+    let out = eval_with(&c, apply, ReturnType::ApplyConfiguration, &input).unwrap();
+    assert_eq!(
+        out.apply_configuration().unwrap(),
+        json!({"spec": {"replicas": 2, "template": {"metadata": {"labels": {"x": "y"}}}}})
+    );
+    // type names must follow the field path
+    let wrong =
+        eval_with(&c, "Object{spec: Object.status{replicas: 2}}", ReturnType::ApplyConfiguration, &input).unwrap();
+    assert_eq!(
+        wrong.apply_configuration().unwrap_err(),
+        "type mismatch: unexpected type name \"Object.status\", expected \"Object.spec\", which matches field name path from root Object type"
+    );
+    // result types
+    assert_eq!(compile_err("Object{}", ReturnType::JsonPatch), "must evaluate to list(JSONPatch) but got Object");
+    assert_eq!(
+        compile_err("[JSONPatch{}]", ReturnType::ApplyConfiguration),
+        "must evaluate to Object but got list(JSONPatch)"
+    );
+    assert!(compile_err("Foo{}", ReturnType::ApplyConfiguration).contains("undeclared reference to 'Foo'"));
+    // a dyn list is checked when it runs
+    let dyn_list = eval_with(&c, "object.spec.template.spec.containers", ReturnType::JsonPatch, &input).unwrap();
+    assert_eq!(
+        dyn_list.json_patches().unwrap_err(),
+        "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch"
+    );
+    let empty = eval_with(
+        &c,
+        "object.spec.replicas > 10 ? [JSONPatch{op: 'remove', path: '/spec/paused'}] : []",
+        ReturnType::JsonPatch,
+        &input,
+    );
+    assert_eq!(empty.unwrap().json_patches().unwrap(), Vec::<Value>::new());
+}
