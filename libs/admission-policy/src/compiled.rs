@@ -65,11 +65,26 @@ pub(crate) struct CompiledPolicy {
     pub audit_annotations: Vec<AuditAnnotation>,
 }
 
-fn items<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
+/// The variables and match conditions both kinds of policy have, compiled with `decls`; the
+/// compiler, which knows the variables, compiles the rest.
+pub(crate) fn compile_common(spec: &Value, decls: Declarations) -> (ExpressionCompiler, Vec<MatchCondition>) {
+    let mut compiler = ExpressionCompiler::new();
+    for v in items(spec, "variables") {
+        // an error is kept with the variable and reported where it is read
+        let _ = compiler.add_variable(text(v, "name"), text(v, "expression"), decls);
+    }
+    let match_conditions = items(spec, "matchConditions")
+        .iter()
+        .map(|c| MatchCondition { compiled: compiler.compile(text(c, "expression"), ReturnType::Bool, decls) })
+        .collect();
+    (compiler, match_conditions)
+}
+
+pub(crate) fn items<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
     spec.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
-fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+pub(crate) fn text<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
@@ -82,15 +97,7 @@ impl CompiledPolicy {
         // the authorizer; message expressions may not
         let full = Declarations { params, authorizer: true };
         let messages = Declarations { params, authorizer: false };
-        let mut compiler = ExpressionCompiler::new();
-        for v in items(spec, "variables") {
-            // an error is kept with the variable and reported where it is read
-            let _ = compiler.add_variable(text(v, "name"), text(v, "expression"), full);
-        }
-        let match_conditions = items(spec, "matchConditions")
-            .iter()
-            .map(|c| MatchCondition { compiled: compiler.compile(text(c, "expression"), ReturnType::Bool, full) })
-            .collect();
+        let (compiler, match_conditions) = compile_common(spec, full);
         let validations = items(spec, "validations")
             .iter()
             .map(|v| {

@@ -21,6 +21,7 @@ mod params;
 mod plugin;
 pub mod request;
 mod resolver;
+mod source;
 mod typecheck;
 mod validator;
 

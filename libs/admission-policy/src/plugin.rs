@@ -3,80 +3,31 @@
 //! caches, so a change takes effect on every replica as soon as its cache has it; compiled
 //! policies are kept by uid and revision, so each version compiles once.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
 use kapi_apiextensions::cel::{Activation, AuthorizerInput, CelAuthorizer, Input};
 use kapi_apimachinery::{ApiError, GroupResource};
-use kapi_registry::catalog;
 use kapi_registry::rest::RestStore;
 use serde_json::Value;
 
 use crate::compiled::{CompiledPolicy, FailurePolicy};
 use crate::decisions::{AuditCollector, CachingAuthorizer, Denial, Dispatch};
 use crate::matching::{self, MatchInput, Matched};
-use crate::params::{self, CacheReader};
+use crate::params;
 use crate::request;
 use crate::resolver::ParamResolver;
+use crate::source::{self, gvk_string, present, text, Caches, Compiled};
 use crate::validator;
-
-const GROUP: &str = "admissionregistration.k8s.io";
-
-/// Resources no API-defined policy applies to: the policies' own configuration (a policy
-/// could otherwise lock itself in) and kube-apiserver's reviews that are never stored.
-const EXEMPT: &[(&str, &str)] = &[
-    (GROUP, "validatingadmissionpolicies"),
-    (GROUP, "validatingadmissionpolicybindings"),
-    (GROUP, "mutatingadmissionpolicies"),
-    (GROUP, "mutatingadmissionpolicybindings"),
-    ("authentication.k8s.io", "selfsubjectreviews"),
-    ("authentication.k8s.io", "tokenreviews"),
-    ("authorization.k8s.io", "localsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectrulesreviews"),
-    ("authorization.k8s.io", "subjectaccessreviews"),
-];
 
 /// kube's ValidatingAdmissionPolicy plugin.
 pub struct ValidatingAdmissionPolicy {
     rest: RestStore,
     resolver: Arc<dyn ParamResolver>,
     authorizer: Option<Arc<dyn CelAuthorizer>>,
-    compiled: Mutex<HashMap<String, (u64, Arc<CompiledPolicy>)>>,
-}
-
-/// The watch caches of one [`RestStore`].
-struct Caches<'a>(&'a RestStore);
-
-impl Caches<'_> {
-    fn list_all(&self, resource: &str) -> Vec<(u64, Arc<Value>)> {
-        let Some(spec) = catalog::find(GROUP, "v1", resource) else { return Vec::new() };
-        let prefix = spec.key_prefix();
-        let Some(cache) = self.0.caches().cache(&prefix) else { return Vec::new() };
-        cache.list(&prefix).0.into_iter().map(|o| (o.revision, o.object)).collect()
-    }
-
-    fn namespace(&self, name: &str) -> Option<Value> {
-        let prefix = catalog::find("", "v1", "namespaces")?.key_prefix();
-        self.get(&prefix, &format!("{prefix}{name}"))
-    }
-}
-
-impl CacheReader for Caches<'_> {
-    fn has_cache(&self, prefix: &str) -> bool {
-        self.0.caches().cache(prefix).is_some()
-    }
-
-    fn get(&self, prefix: &str, key: &str) -> Option<Value> {
-        self.0.caches().cache(prefix)?.get(key).map(|o| (*o.object).clone())
-    }
-
-    fn list(&self, prefix: &str, key_prefix: &str) -> Vec<Value> {
-        let Some(cache) = self.0.caches().cache(prefix) else { return Vec::new() };
-        cache.list(key_prefix).0.into_iter().map(|o| (*o.object).clone()).collect()
-    }
+    compiled: Compiled<CompiledPolicy>,
 }
 
 /// What every policy of one request reads.
@@ -86,66 +37,21 @@ struct Scope<'a> {
     authorizer: Option<&'a AuthorizerInput>,
 }
 
-fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn present<'a>(v: &'a Value, pointer: &str) -> Option<&'a Value> {
-    v.pointer(pointer).filter(|x| !x.is_null())
-}
-
-/// kube's `schema.GroupVersionKind` `%v`: `group/version, Kind=kind`.
-fn gvk_string(param_kind: &Value) -> String {
-    let api_version = text(param_kind, "/apiVersion");
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    format!("{group}/{version}, Kind={}", text(param_kind, "/kind"))
-}
-
 impl ValidatingAdmissionPolicy {
     /// The plugin over the policies, bindings, namespaces and params cached by `rest`;
     /// `resolver` finds param kinds (built-in or custom) and equivalent versions, `authorizer`
     /// backs `authorizer` in expressions (None: expressions that use it fail at evaluation).
     pub fn new(rest: RestStore, resolver: Arc<dyn ParamResolver>, authorizer: Option<Arc<dyn CelAuthorizer>>) -> Self {
-        ValidatingAdmissionPolicy { rest, resolver, authorizer, compiled: Mutex::new(HashMap::new()) }
-    }
-
-    /// The compiled form of `policy` at `revision`, compiled now if this version is new.
-    fn compiled(&self, policy: &Value, revision: u64) -> Arc<CompiledPolicy> {
-        let uid = text(policy, "/metadata/uid").to_owned();
-        let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((rev, c)) = cache.get(&uid) {
-            if *rev == revision {
-                return c.clone();
-            }
-        }
-        let compiled = Arc::new(CompiledPolicy::compile(policy));
-        cache.insert(uid, (revision, compiled.clone()));
-        compiled
-    }
-
-    /// Drops compiled policies that are gone.
-    fn forget_missing(&self, policies: &[(u64, Arc<Value>)]) {
-        let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() > policies.len() {
-            cache.retain(|uid, _| policies.iter().any(|(_, p)| text(p, "/metadata/uid") == uid));
-        }
-    }
-
-    /// Whether any binding exists (without one, no policy applies).
-    fn has_bindings(&self) -> bool {
-        let Some(spec) = catalog::find(GROUP, "v1", "validatingadmissionpolicybindings") else { return false };
-        let prefix = spec.key_prefix();
-        self.rest.caches().cache(&prefix).is_some_and(|c| !c.list(&prefix).0.is_empty())
+        ValidatingAdmissionPolicy { rest, resolver, authorizer, compiled: Compiled::default() }
     }
 
     fn dispatch(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
-        let exempt = EXEMPT.iter().any(|(g, r)| attrs.resource.group == *g && attrs.resource.name == *r);
-        if exempt {
+        if source::exempt(attrs) {
             return Ok(());
         }
         let caches = Caches(&self.rest);
         let policies = caches.list_all("validatingadmissionpolicies");
-        self.forget_missing(&policies);
+        self.compiled.forget_missing(&policies);
         let mut bindings: BTreeMap<String, Vec<Arc<Value>>> = BTreeMap::new();
         for (_, b) in caches.list_all("validatingadmissionpolicybindings") {
             bindings.entry(text(&b, "/spec/policyName").to_owned()).or_default().push(b);
@@ -199,7 +105,7 @@ impl ValidatingAdmissionPolicy {
             dispatch.config_error(&failure, &name, None, &e);
             return Ok(());
         }
-        let compiled = self.compiled(policy, revision);
+        let compiled = self.compiled.get(policy, revision, CompiledPolicy::compile);
         let mut annotations = AuditCollector::default();
         let attrs = input.attrs;
         for binding in bindings {
@@ -300,7 +206,7 @@ impl AdmissionPlugin for ValidatingAdmissionPolicy {
         // queue where the runtime allows it, so that other requests keep being served.
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if multi_thread && self.has_bindings() {
+        if multi_thread && Caches(&self.rest).any("validatingadmissionpolicybindings") {
             tokio::task::block_in_place(|| self.dispatch(attrs, outcome))
         } else {
             self.dispatch(attrs, outcome)

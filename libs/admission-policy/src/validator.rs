@@ -4,9 +4,11 @@
 
 use std::sync::Arc;
 
-use kapi_apiextensions::cel::{Activation, CompileError, EvalError, Evaluator, Expression, Output, RUNTIME_CEL_COST_BUDGET};
+use kapi_apiextensions::cel::{
+    Activation, CompileError, EvalError, Evaluator, Expression, Output, Variable, RUNTIME_CEL_COST_BUDGET,
+};
 
-use crate::compiled::{CompiledPolicy, FailurePolicy};
+use crate::compiled::{CompiledPolicy, FailurePolicy, MatchCondition};
 
 /// kube's `RuntimeCELCostBudgetMatchConditions`.
 const MATCH_CONDITIONS_BUDGET: i64 = 2_500_000;
@@ -44,7 +46,7 @@ fn error_decision(f: &FailurePolicy, message: String) -> Decision {
 
 /// An expression's outcome as kube's `EvaluationResult`: a compile error reads
 /// `compilation error: ...`.
-fn evaluate(ev: &mut Evaluator, compiled: &Result<Expression, CompileError>) -> Result<Result<Output, String>, EvalError> {
+pub(crate) fn evaluate(ev: &mut Evaluator, compiled: &Result<Expression, CompileError>) -> Result<Result<Output, String>, EvalError> {
     match compiled {
         Err(e) => Ok(Err(format!("compilation error: {}", e.detail))),
         Ok(expr) => match ev.evaluate(expr) {
@@ -64,11 +66,15 @@ fn for_input<'a>(
 }
 
 /// kube's match condition matcher: Ok(true) to go on; an error by the failure policy.
-fn match_conditions(policy: &CompiledPolicy, activation: Arc<Activation>) -> Result<bool, String> {
-    let f = &policy.failure_policy;
+pub(crate) fn match_conditions(
+    conditions: &[MatchCondition],
+    f: &FailurePolicy,
+    variables: &Arc<[Variable]>,
+    activation: Arc<Activation>,
+) -> Result<bool, String> {
     let fail_or_skip = |message: String| if f.ignores() { Ok(false) } else { Err(message) };
-    let mut ev = Evaluator::new(activation, policy.variables.clone(), MATCH_CONDITIONS_BUDGET);
-    let results = match for_input(&mut ev, policy.match_conditions.iter().map(|c| Some(&c.compiled))) {
+    let mut ev = Evaluator::new(activation, variables.clone(), MATCH_CONDITIONS_BUDGET);
+    let results = match for_input(&mut ev, conditions.iter().map(|c| Some(&c.compiled))) {
         Ok(r) => r,
         Err(e) => return fail_or_skip(e.to_string()),
     };
@@ -113,7 +119,7 @@ pub(crate) fn validate(
     let f = &policy.failure_policy;
     let single = |message: String| ValidateResult { decisions: vec![error_decision(f, message)], audit: Vec::new() };
     if !policy.match_conditions.is_empty() {
-        match match_conditions(policy, without_namespace()) {
+        match match_conditions(&policy.match_conditions, f, &policy.variables, without_namespace()) {
             Ok(true) => {}
             Ok(false) => return ValidateResult::default(),
             Err(message) => return single(message),
