@@ -33,20 +33,22 @@ const UID_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000000";
 /// shared by every webhook called with the same object (validating webhooks, in parallel).
 pub struct Reviews<'a> {
     attrs: &'a Attributes,
+    requested: &'a Attributes,
     rendered: [std::sync::OnceLock<Result<(String, usize), String>>; 2],
 }
 
 impl<'a> Reviews<'a> {
-    /// The reviews of `attrs`.
-    pub fn new(attrs: &'a Attributes) -> Self {
-        Reviews { attrs, rendered: Default::default() }
+    /// The reviews of `attrs`, the request `requested` as seen in the version a webhook's
+    /// rules name (the same attributes unless it matched an equivalent resource).
+    pub fn new(attrs: &'a Attributes, requested: &'a Attributes) -> Self {
+        Reviews { attrs, requested, rendered: Default::default() }
     }
 
     /// The body of a call in `version` with request uid `uid`.
     fn body(&self, version: &'static str, uid: &str) -> Result<Bytes, String> {
         let slot = usize::from(version != "v1");
         let rendered = self.rendered[slot].get_or_init(|| {
-            let text = serde_json::to_string(&review::request(version, UID_PLACEHOLDER, self.attrs)).map_err(|e| e.to_string())?;
+            let text = serde_json::to_string(&review::request(version, UID_PLACEHOLDER, self.attrs, self.requested)).map_err(|e| e.to_string())?;
             // `uid` is the request's first field: its first occurrence is the request's.
             let at = text.find(UID_PLACEHOLDER).ok_or("the review has no uid")?;
             Ok((text, at))

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
+use kapi_admission::{AdmissionPlugin, Attributes, EquivalentResources, Operation, Outcome};
 use kapi_apimachinery::patch::apply_json_patch;
 use kapi_apiextensions::cel::CelAuthorizer;
 use kapi_apimachinery::ApiError;
@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use crate::call::{self, CallFailure};
 use crate::hooks::{HookKind, HookSource};
-use crate::matching;
+use crate::matching::{self, Equivalents, Invocation};
 
 const PLUGIN: &str = "MutatingAdmissionWebhook";
 /// kube's audit annotation prefixes of mutating webhooks.
@@ -31,13 +31,20 @@ pub struct MutatingWebhooks {
     rest: RestStore,
     client: Client,
     authorizer: Option<Arc<dyn CelAuthorizer>>,
+    equivalents: Option<Arc<dyn EquivalentResources>>,
 }
 
 impl MutatingWebhooks {
     /// The plugin over the configurations in `rest`'s watch cache, calling through `client`;
-    /// match conditions check with `authorizer` (without one, `authorizer` checks fail).
-    pub fn new(rest: RestStore, client: Client, authorizer: Option<Arc<dyn CelAuthorizer>>) -> Self {
-        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client, authorizer }
+    /// match conditions check with `authorizer` (without one, `authorizer` checks fail);
+    /// `equivalents` serves `matchPolicy: Equivalent` (without it, only exact matches call).
+    pub fn new(
+        rest: RestStore,
+        client: Client,
+        authorizer: Option<Arc<dyn CelAuthorizer>>,
+        equivalents: Option<Arc<dyn EquivalentResources>>,
+    ) -> Self {
+        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client, authorizer, equivalents }
     }
 }
 
@@ -101,16 +108,21 @@ impl AdmissionPlugin for MutatingWebhooks {
 impl MutatingWebhooks {
     async fn run(&self, attrs: &mut Attributes, outcome: &mut Outcome, rounds: &mut Rounds, round: usize) -> Result<(), ApiError> {
         let hooks = self.source.hooks();
+        let equivalents = Equivalents::new(self.equivalents.as_deref());
         for (index, hook) in hooks.iter().enumerate() {
-            if !matching::should_call(&self.rest, hook, attrs, self.authorizer.as_ref())? {
-                continue;
-            }
+            let Some(invocation) = matching::invocation(&self.rest, hook, attrs, &equivalents)? else { continue };
             // In the second round, only webhooks that asked for it and saw an older object.
             if round == 1 && !rounds.reinvoke.contains(&hook.uid) {
                 continue;
             }
+            // The request in the version the webhook's rules name (kube's versioned attributes).
+            let versioned = equivalents.versioned(attrs, &invocation).await?;
+            let seen = versioned.as_ref().unwrap_or(attrs);
+            if !matching::conditions_allow(hook, seen, attrs, self.authorizer.as_ref())? {
+                continue;
+            }
             let mut changed = false;
-            let answer = call::call(&self.client, hook, &call::Reviews::new(attrs), true).await;
+            let answer = call::call(&self.client, hook, &call::Reviews::new(seen, attrs), true).await;
             match answer {
                 Ok(answer) => {
                     call::record(hook, &answer, outcome);
@@ -118,7 +130,7 @@ impl MutatingWebhooks {
                         return Err(call::denied(hook, answer.result.as_ref()));
                     }
                     if let Some(patch) = answer.patch.filter(|p| !is_empty_patch(p)) {
-                        let Some(object) = attrs.object.as_ref() else {
+                        let Some(object) = seen.object.as_ref() else {
                             return Err(ApiError::internal(format!(
                                 "admission webhook {:?} attempted to modify the object, which is not supported for this operation",
                                 hook.name
@@ -126,7 +138,13 @@ impl MutatingWebhooks {
                         };
                         let patched = apply_json_patch(object, &patch).map_err(|e| ApiError::internal(e.message))?;
                         changed = &patched != object;
-                        attrs.object = Some(patched);
+                        if changed {
+                            let patched = match &invocation {
+                                Invocation::Exact => patched,
+                                Invocation::Equivalent(resource, _) => equivalents.back(patched, resource, &attrs.resource).await?,
+                            };
+                            attrs.object = Some(patched);
+                        }
                     }
                     let mutation = json!({"configuration": hook.configuration, "webhook": hook.name, "mutated": changed});
                     let _ = outcome.annotate(format!("{MUTATION_PREFIX}round_{round}_index_{index}"), mutation.to_string());

@@ -23,13 +23,14 @@ fn gvr(g: &Gvx) -> Value {
     json!({"group": g.group, "version": g.version, "resource": g.name})
 }
 
-/// The AdmissionReview for `attrs` in `version`, with request uid `uid`.
-pub fn request(version: &str, uid: &str, attrs: &Attributes) -> Value {
-    json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{version}"), "request": admission_request(uid, attrs)})
+/// The AdmissionReview for `attrs` in `version`, with request uid `uid`; `requested` is the
+/// request as made (another version of the resource when a webhook matched an equivalent).
+pub fn request(version: &str, uid: &str, attrs: &Attributes, requested: &Attributes) -> Value {
+    json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{version}"), "request": admission_request(uid, attrs, requested)})
 }
 
 /// kube's AdmissionRequest for `attrs` (what webhooks get, and what `request` is in CEL).
-pub fn admission_request(uid: &str, attrs: &Attributes) -> Value {
+pub fn admission_request(uid: &str, attrs: &Attributes, requested: &Attributes) -> Value {
     let user = &attrs.user;
     let mut user_info = Map::new();
     user_info.insert("username".into(), Value::String(user.name.clone()));
@@ -49,10 +50,10 @@ pub fn admission_request(uid: &str, attrs: &Attributes) -> Value {
     if !attrs.subresource.is_empty() {
         request.insert("subResource".into(), Value::String(attrs.subresource.clone()));
     }
-    request.insert("requestKind".into(), gvk(&attrs.kind));
-    request.insert("requestResource".into(), gvr(&attrs.resource));
-    if !attrs.subresource.is_empty() {
-        request.insert("requestSubResource".into(), Value::String(attrs.subresource.clone()));
+    request.insert("requestKind".into(), gvk(&requested.kind));
+    request.insert("requestResource".into(), gvr(&requested.resource));
+    if !requested.subresource.is_empty() {
+        request.insert("requestSubResource".into(), Value::String(requested.subresource.clone()));
     }
     if !attrs.name.is_empty() {
         request.insert("name".into(), Value::String(attrs.name.clone()));

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
+use kapi_admission::{AdmissionPlugin, Attributes, EquivalentResources, Operation, Outcome};
 use kapi_apiextensions::cel::CelAuthorizer;
 use kapi_apimachinery::ApiError;
 use kapi_registry::rest::RestStore;
@@ -12,7 +12,7 @@ use kapi_webhook::Client;
 
 use crate::call::{self, CallFailure};
 use crate::hooks::{HookKind, HookSource};
-use crate::matching;
+use crate::matching::{self, Equivalents, Invocation};
 
 /// kube's audit annotation prefix for a validating webhook that failed open.
 const FAILED_OPEN_PREFIX: &str = "failed-open.validating.webhook.admission.k8s.io/";
@@ -23,13 +23,20 @@ pub struct ValidatingWebhooks {
     rest: RestStore,
     client: Client,
     authorizer: Option<Arc<dyn CelAuthorizer>>,
+    equivalents: Option<Arc<dyn EquivalentResources>>,
 }
 
 impl ValidatingWebhooks {
     /// The plugin over the configurations in `rest`'s watch cache, calling through `client`;
-    /// match conditions check with `authorizer` (without one, `authorizer` checks fail).
-    pub fn new(rest: RestStore, client: Client, authorizer: Option<Arc<dyn CelAuthorizer>>) -> Self {
-        ValidatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Validating), rest, client, authorizer }
+    /// match conditions check with `authorizer` (without one, `authorizer` checks fail);
+    /// `equivalents` serves `matchPolicy: Equivalent` (without it, only exact matches call).
+    pub fn new(
+        rest: RestStore,
+        client: Client,
+        authorizer: Option<Arc<dyn CelAuthorizer>>,
+        equivalents: Option<Arc<dyn EquivalentResources>>,
+    ) -> Self {
+        ValidatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Validating), rest, client, authorizer, equivalents }
     }
 }
 
@@ -48,21 +55,34 @@ impl AdmissionPlugin for ValidatingWebhooks {
             return Ok(());
         }
         let hooks = self.source.hooks();
+        let equivalents = Equivalents::new(self.equivalents.as_deref());
+        // The request in each version a webhook asked for (kube's versioned attributes).
+        let mut versions: Vec<(Invocation, Attributes)> = Vec::new();
         let mut relevant = Vec::new();
         for hook in hooks.iter() {
-            if matching::should_call(&self.rest, hook, attrs, self.authorizer.as_ref())? {
-                relevant.push(hook.clone());
+            let Some(invocation) = matching::invocation(&self.rest, hook, attrs, &equivalents)? else { continue };
+            if invocation != Invocation::Exact && !versions.iter().any(|(i, _)| *i == invocation) {
+                if let Some(versioned) = equivalents.versioned(attrs, &invocation).await? {
+                    versions.push((invocation.clone(), versioned));
+                }
+            }
+            let seen = versions.iter().find(|(i, _)| *i == invocation).map_or(attrs, |(_, v)| v);
+            if matching::conditions_allow(hook, seen, attrs, self.authorizer.as_ref())? {
+                relevant.push((hook.clone(), invocation));
             }
         }
         if relevant.is_empty() {
             return Ok(());
         }
-        // kube calls them in parallel: the request waits for the slowest, not for the sum.
-        let reviews = call::Reviews::new(attrs);
-        let calls = relevant.iter().map(|hook| call::call(&self.client, hook, &reviews, false));
+        // kube calls them in parallel: the request waits for the slowest, not for the sum. Each
+        // version's review is serialized once.
+        let exact = call::Reviews::new(attrs, attrs);
+        let versioned: Vec<(Invocation, call::Reviews<'_>)> = versions.iter().map(|(i, v)| (i.clone(), call::Reviews::new(v, attrs))).collect();
+        let reviews_for = |invocation: &Invocation| versioned.iter().find(|(i, _)| i == invocation).map_or(&exact, |(_, r)| r);
+        let calls = relevant.iter().map(|(hook, invocation)| call::call(&self.client, hook, reviews_for(invocation), false));
         let results = futures_util::future::join_all(calls).await;
         let mut first_error = None;
-        for (index, (hook, result)) in relevant.iter().zip(results).enumerate() {
+        for (index, ((hook, _), result)) in relevant.iter().zip(results).enumerate() {
             let error = match result {
                 Ok(answer) => {
                     call::record(hook, &answer, outcome);

@@ -634,7 +634,7 @@ async fn build_server(
     }
     let admission = crate::admission::build_chain(
         &opts.admission,
-        crate::admission::PluginContext { rest: rest.clone(), authorizer: authorizer.clone(), rbac: rbac.clone() },
+        crate::admission::PluginContext { rest: rest.clone(), tiers: chain.clone(), authorizer: authorizer.clone(), rbac: rbac.clone() },
     );
     let srv = Arc::new(ApiServer {
         rest,

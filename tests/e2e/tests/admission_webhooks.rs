@@ -358,3 +358,33 @@ fn a_webhook_that_accepts_only_v1beta1_gets_v1beta1_reviews() {
         assert_eq!(calls[0]["apiVersion"], "admission.k8s.io/v1beta1", "{path}");
     }
 }
+
+#[test]
+fn match_policy_equivalent_calls_a_webhook_for_another_version_of_its_resource() {
+    let kapi = Kapi::start().expect("start kapi");
+    let webhook = AdmissionWebhook::start().expect("start the webhook");
+    let v2_rules = json!({"rules": [{"operations": ["CREATE"], "apiGroups": ["autoscaling"], "apiVersions": ["v2"], "resources": ["horizontalpodautoscalers"]}]});
+    let mut exact = v2_rules.clone();
+    exact["matchPolicy"] = json!("Exact");
+    configure(&kapi, MUTATING, "hpa-v2", vec![hook("equivalent.e2e.kapi", webhook.client_config("/label/seen/v2"), v2_rules)]);
+    configure(&kapi, VALIDATING, "hpa-v2-exact", vec![hook("exact.e2e.kapi", webhook.client_config("/allow"), exact)]);
+
+    let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 5, "targetCPUUtilizationPercentage": 70}});
+    let created = create(&kapi, "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers", &hpa);
+    assert_eq!(created.status, 201, "{}", created.raw);
+    assert_eq!(created.body["apiVersion"], "autoscaling/v1");
+    assert_eq!(created.body["metadata"]["labels"]["seen"], "v2", "the patch made in v2 lands on the v1 object: {}", created.raw);
+    assert_eq!(created.body["spec"]["targetCPUUtilizationPercentage"], 70);
+
+    let calls = webhook.calls("/label");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let request = &calls[0]["request"];
+    assert_eq!(request["kind"], json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"}));
+    assert_eq!(request["resource"], json!({"group": "autoscaling", "version": "v2", "resource": "horizontalpodautoscalers"}));
+    assert_eq!(request["requestKind"], json!({"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"}));
+    assert_eq!(request["requestResource"]["version"], "v1");
+    assert_eq!(request["object"]["apiVersion"], "autoscaling/v2", "the object in the version the rule names: {request}");
+    assert_eq!(request["object"]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 70, "{request}");
+    assert!(webhook.calls("/allow").is_empty(), "matchPolicy Exact is not called through v1");
+}

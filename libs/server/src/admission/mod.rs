@@ -3,6 +3,7 @@
 //! glue that hands it to the store ([`RequestAdmission`]).
 
 pub mod cel_authorizer;
+pub mod equivalents;
 pub mod escalation;
 pub mod request;
 pub mod requester;
@@ -51,6 +52,8 @@ impl AdmissionOptions {
 pub struct PluginContext {
     /// The store (webhook configurations, namespaces and policies are read from its caches).
     pub rest: kapi_registry::rest::RestStore,
+    /// The tiers (which resources are equivalent, and conversion between them).
+    pub tiers: crate::tier::Chain,
     /// The server's authorizer.
     pub authorizer: Arc<dyn Authorizer>,
     /// RBAC, when it is an authorization mode (escalation checks need its rules).
@@ -68,11 +71,12 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
     // One client for every webhook, so that connections to a webhook are reused.
     let client = kapi_webhook::Client::new(Arc::new(kapi_webhook::EndpointSliceResolver::new(context.rest.clone())));
     let cel_authorizer: Arc<dyn kapi_apiextensions::cel::CelAuthorizer> = Arc::new(cel_authorizer::ServerCelAuthorizer(context.authorizer.clone()));
+    let equivalents: Arc<dyn kapi_admission::EquivalentResources> = Arc::new(equivalents::TierEquivalents(context.tiers.clone()));
     let mut missing = Vec::new();
     for name in &options.plugins {
         let plugin: Box<dyn AdmissionPlugin> = match *name {
-            "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()))),
-            "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()))),
+            "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
+            "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             other => {
                 missing.push(other);
                 continue;
