@@ -75,6 +75,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
     let mut missing = Vec::new();
     for name in &options.plugins {
         let plugin: Box<dyn AdmissionPlugin> = match *name {
+            "NamespaceLifecycle" => Box::new(kapi_admission_builtin::NamespaceLifecycle::new(context.rest.clone())),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             other => {

@@ -1,0 +1,14 @@
+//! kube-apiserver's built-in admission plugins that need no controller beside them
+//! (`plugin/pkg/admission/...` and the apiserver's NamespaceLifecycle), one module per plugin,
+//! each an [`kapi_admission::AdmissionPlugin`] with kube's name, operations, codes, reasons and
+//! messages.
+//!
+//! Plugins read the objects they decide by (namespaces, LimitRanges, PriorityClasses, ...)
+//! from the store's watch caches, as kube's plugins read them from informers; where kube falls
+//! back to a live read (a namespace the cache has not seen yet), so do they. Objects are seen
+//! in the request's version, which for every kind handled here is the only one kapi serves.
+
+mod lookup;
+pub mod namespace_lifecycle;
+
+pub use namespace_lifecycle::NamespaceLifecycle;

@@ -1,0 +1,24 @@
+//! Reading the objects a plugin decides by from the watch caches (kube's listers).
+
+use std::sync::Arc;
+
+use kapi_apimachinery::ApiError;
+use kapi_registry::catalog::{self, ResourceSpec};
+use kapi_registry::rest::RestStore;
+use serde_json::Value;
+
+/// The served resource a plugin reads; its absence is a bug in kapi, so a 500.
+pub(crate) fn spec(group: &str, version: &str, resource: &str) -> Result<&'static ResourceSpec, ApiError> {
+    catalog::find(group, version, resource).ok_or_else(|| ApiError::internal(format!("{resource} are not served")))
+}
+
+/// One object from its cache (`namespace` None for cluster-scoped kinds).
+pub(crate) fn get(rest: &RestStore, spec: &ResourceSpec, namespace: Option<&str>, name: &str) -> Option<Arc<Value>> {
+    let key = kapi_registry::rest::object_key(spec, namespace, name);
+    rest.caches().cache(&spec.key_prefix()).and_then(|c| c.get(&key)).map(|o| o.object)
+}
+
+/// A string at `pointer`, "" when absent.
+pub(crate) fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
