@@ -4,6 +4,7 @@
 
 pub mod cel_authorizer;
 pub mod equivalents;
+pub mod params;
 pub mod escalation;
 pub mod request;
 pub mod requester;
@@ -77,6 +78,11 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
         let plugin: Box<dyn AdmissionPlugin> = match *name {
             "NamespaceLifecycle" => Box::new(kapi_admission_builtin::NamespaceLifecycle::new(context.rest.clone())),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
+            "ValidatingAdmissionPolicy" => Box::new(kapi_admission_policy::ValidatingAdmissionPolicy::new(
+                context.rest.clone(),
+                Arc::new(params::TierParams(context.tiers.clone())),
+                Some(cel_authorizer.clone()),
+            )),
             "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             other => {
                 missing.push(other);

@@ -1,0 +1,100 @@
+//! ValidatingAdmissionPolicy end to end: a policy with a ConfigMap param refuses a Deployment
+//! over the param's replica limit with kube's message (kubectl prints it), Warn actions reach
+//! kubectl as warnings, and a policy changed through the API applies at once.
+
+use std::time::Duration;
+
+use kapi_e2e::{wait_for, Kapi, Request};
+use serde_json::{json, Value};
+
+const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+fn post(kapi: &Kapi, path: &str, body: &Value) -> kapi_e2e::HttpResponse {
+    kapi.request(&Request::new("POST", path).json(body))
+}
+
+fn deployment(name: &str, replicas: u32) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+/// The policy and its binding (with `actions`), with the replica limit in ConfigMap `limits`.
+fn install(kapi: &Kapi, actions: &[&str]) {
+    let limits = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits"}, "data": {"maxReplicas": "3"}});
+    assert_eq!(post(kapi, "/api/v1/namespaces/default/configmaps", &limits).status, 201);
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "max-replicas"},
+        "spec": {"failurePolicy": "Fail",
+                 "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                 "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                 "validations": [{"expression": "object.spec.replicas <= int(params.data.maxReplicas)",
+                                  "messageExpression": "'replicas ' + string(object.spec.replicas) + ' exceed the limit of ' + params.data.maxReplicas"}]}});
+    let r = post(kapi, POLICIES, &policy);
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "max-replicas-binding"},
+        "spec": {"policyName": "max-replicas", "validationActions": actions,
+                 "paramRef": {"name": "limits", "namespace": "default", "parameterNotFoundAction": "Deny"}}});
+    let r = post(kapi, BINDINGS, &binding);
+    assert_eq!(r.status, 201, "{}", r.raw);
+    // Consistent reads from the caches the plugin reads: they have the policy and binding now.
+    let _ = kapi.get_json(POLICIES);
+    let _ = kapi.get_json(BINDINGS);
+}
+
+#[test]
+fn a_policy_with_a_param_refuses_a_deployment_over_the_limit() {
+    let kapi = Kapi::start().expect("start kapi");
+    install(&kapi, &["Deny"]);
+    let refused = post(&kapi, DEPLOYMENTS, &deployment("big", 5));
+    // kube answers a validation without `reason` with 422 Invalid, in admission's forbidden shape.
+    assert_eq!((refused.status, refused.body["reason"].as_str()), (422, Some("Invalid")), "{}", refused.raw);
+    assert_eq!(
+        refused.body["message"],
+        "deployments.apps \"big\" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: replicas 5 exceed the limit of 3"
+    );
+    assert_eq!(kapi.request(&Request::get(&format!("{DEPLOYMENTS}/big"))).status, 404, "nothing stored");
+    assert_eq!(post(&kapi, DEPLOYMENTS, &deployment("small", 2)).status, 201);
+
+    // kubectl prints kube's message.
+    let manifest = kapi.write_file("big.yaml", &serde_json::to_string(&deployment("big", 4)).expect("json"));
+    let out = kapi.kubectl(&["apply", "-f", manifest.to_str().expect("utf-8 path")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding' denied request: replicas 4 exceed the limit of 3"), "{stderr}");
+
+    // Scaling through an update is checked too; raising the param lets it through.
+    let mut grown = kapi.get_json(&format!("{DEPLOYMENTS}/small"));
+    grown["spec"]["replicas"] = json!(6);
+    assert_eq!(kapi.request(&Request::new("PUT", &format!("{DEPLOYMENTS}/small")).json(&grown)).status, 422);
+    let raised = kapi.request(&Request::new("PATCH", "/api/v1/namespaces/default/configmaps/limits").raw("application/merge-patch+json", br#"{"data":{"maxReplicas":"10"}}"#.to_vec()));
+    assert_eq!(raised.status, 200, "{}", raised.raw);
+    let accepted = wait_for(Duration::from_secs(5), || {
+        let r = kapi.request(&Request::new("PUT", &format!("{DEPLOYMENTS}/small")).json(&grown));
+        (r.status == 200).then_some(r)
+    });
+    assert!(accepted.is_some(), "the raised limit applies");
+
+    // Without its param, the binding denies (parameterNotFoundAction: Deny), with kube's text.
+    assert_eq!(kapi.request(&Request::new("DELETE", "/api/v1/namespaces/default/configmaps/limits")).status, 200);
+    let _ = kapi.get_json("/api/v1/namespaces/default/configmaps");
+    let orphan = post(&kapi, DEPLOYMENTS, &deployment("orphan", 1));
+    assert_eq!(orphan.status, 422, "{}", orphan.raw);
+    let message = orphan.body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"), "{message}");
+}
+
+#[test]
+fn warn_actions_reach_kubectl_as_warnings() {
+    let kapi = Kapi::start().expect("start kapi");
+    install(&kapi, &["Warn"]);
+    let manifest = kapi.write_file("warned.yaml", &serde_json::to_string(&deployment("warned", 5)).expect("json"));
+    let out = kapi.kubectl(&["create", "-f", manifest.to_str().expect("utf-8 path")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "Warn does not refuse: {stderr}");
+    assert!(
+        stderr.contains("Warning: Validation failed for ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas-binding': replicas 5 exceed the limit of 3"),
+        "{stderr}"
+    );
+}
