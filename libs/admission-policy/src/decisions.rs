@@ -127,8 +127,11 @@ impl Dispatch {
         annotations: &mut AuditCollector,
         outcome: &mut Outcome,
     ) {
-        let actions: Vec<&str> =
-            at.actions.and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let actions: Vec<&str> = at
+            .actions
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         for (i, d) in result.decisions.into_iter().enumerate().filter(|(_, d)| d.deny) {
             for action in &actions {
                 match *action {
@@ -152,9 +155,7 @@ impl Dispatch {
             match action {
                 AuditAction::Publish(value) => annotations.add(&key, truncate(&value, MAX_AUDIT_VALUE)),
                 // an annotation that fails under `Fail` refuses the request, whatever the actions
-                AuditAction::Error(message) => {
-                    self.deny(at, &Decision { deny: true, message, reason: None })
-                }
+                AuditAction::Error(message) => self.deny(at, &Decision { deny: true, message, reason: None }),
                 AuditAction::Exclude => {}
             }
         }
@@ -182,7 +183,10 @@ impl Dispatch {
         }
         let Some(first) = self.denied.into_iter().next() else { return Ok(()) };
         let message = match &first.binding {
-            Some(b) => format!("ValidatingAdmissionPolicy '{}' with binding '{b}' denied request: {}", first.policy, first.message),
+            Some(b) => format!(
+                "ValidatingAdmissionPolicy '{}' with binding '{b}' denied request: {}",
+                first.policy, first.message
+            ),
             None => format!("ValidatingAdmissionPolicy '{}' denied request: {}", first.policy, first.message),
         };
         let mut err = attrs.forbidden(&message);

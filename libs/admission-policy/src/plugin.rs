@@ -110,7 +110,8 @@ impl ValidatingAdmissionPolicy {
         let attrs = input.attrs;
         for binding in bindings {
             let binding_name = text(binding, "/metadata/name").to_owned();
-            let config = |dispatch: &mut Dispatch, e: &str| dispatch.config_error(&failure, &name, Some(&binding_name), e);
+            let config =
+                |dispatch: &mut Dispatch, e: &str| dispatch.config_error(&failure, &name, Some(&binding_name), e);
             if let Some(mr) = present(binding, "/spec/matchResources") {
                 match matching::matches(mr, input) {
                     Err(e) => {
@@ -148,7 +149,8 @@ impl ValidatingAdmissionPolicy {
                 }
             };
             // kube: a Namespace has no namespace object of its own
-            let own_namespace = attrs.kind.group.is_empty() && attrs.kind.version == "v1" && attrs.kind.name == "Namespace";
+            let own_namespace =
+                attrs.kind.group.is_empty() && attrs.kind.version == "v1" && attrs.kind.name == "Namespace";
             let namespace_object = match namespace {
                 "" => None,
                 _ if own_namespace => None,
@@ -171,9 +173,14 @@ impl ValidatingAdmissionPolicy {
                     authorizer: scope.authorizer.cloned(),
                 };
                 let activation = Arc::new(Activation::new(&input));
-                let without_namespace = || Arc::new(Activation::new(&Input { namespace_object: None, ..input.clone() }));
+                let without_namespace =
+                    || Arc::new(Activation::new(&Input { namespace_object: None, ..input.clone() }));
                 let result = validator::validate(&compiled, activation, without_namespace);
-                let denial = Denial { policy: &name, binding: &binding_name, actions: binding.pointer("/spec/validationActions") };
+                let denial = Denial {
+                    policy: &name,
+                    binding: &binding_name,
+                    actions: binding.pointer("/spec/validationActions"),
+                };
                 dispatch.record(&denial, result, &mut annotations, outcome);
             }
         }
@@ -186,7 +193,8 @@ impl ValidatingAdmissionPolicy {
         if matched.kind == attrs.kind {
             return Ok((attrs.object.clone(), attrs.old_object.clone()));
         }
-        let convert = |o: &Option<Value>| o.as_ref().map(|o| self.resolver.convert(o, &attrs.kind, &matched.kind)).transpose();
+        let convert =
+            |o: &Option<Value>| o.as_ref().map(|o| self.resolver.convert(o, &attrs.kind, &matched.kind)).transpose();
         Ok((convert(&attrs.object)?, convert(&attrs.old_object)?))
     }
 }

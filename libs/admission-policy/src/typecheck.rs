@@ -97,7 +97,9 @@ pub fn type_checking(policy: &Value, schemas: &dyn SchemaResolver) -> Value {
                 let err = compiler.compile(expression, ReturnType::Any, decls).err()?;
                 Some(match err.internal {
                     true => format!("{gvk}: type checking error: {}\n", err.detail),
-                    false => format!("{gvk}: {}\n", err.detail.strip_prefix("compilation failed: ").unwrap_or(&err.detail)),
+                    false => {
+                        format!("{gvk}: {}\n", err.detail.strip_prefix("compilation failed: ").unwrap_or(&err.detail))
+                    }
                 })
             })
             .collect();

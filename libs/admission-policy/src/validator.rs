@@ -46,7 +46,10 @@ fn error_decision(f: &FailurePolicy, message: String) -> Decision {
 
 /// An expression's outcome as kube's `EvaluationResult`: a compile error reads
 /// `compilation error: ...`.
-pub(crate) fn evaluate(ev: &mut Evaluator, compiled: &Result<Expression, CompileError>) -> Result<Result<Output, String>, EvalError> {
+fn evaluate(
+    ev: &mut Evaluator,
+    compiled: &Result<Expression, CompileError>,
+) -> Result<Result<Output, String>, EvalError> {
     match compiled {
         Err(e) => Ok(Err(format!("compilation error: {}", e.detail))),
         Ok(expr) => match ev.evaluate(expr) {

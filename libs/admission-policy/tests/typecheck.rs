@@ -82,9 +82,14 @@ fn params_and_variables_are_typed_too() {
 #[test]
 fn nothing_to_check_without_exact_rules_or_schemas() {
     let wildcard = json!([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}]);
-    assert_eq!(type_checking(&policy(wildcard, json!([{"expression": "object.nope"}]), json!({})), &Schemas), json!({}));
-    let unknown = json!([{"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": ["*"], "resources": ["widgets"]}]);
+    assert_eq!(
+        type_checking(&policy(wildcard, json!([{"expression": "object.nope"}]), json!({})), &Schemas),
+        json!({})
+    );
+    let unknown =
+        json!([{"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": ["*"], "resources": ["widgets"]}]);
     assert_eq!(type_checking(&policy(unknown, json!([{"expression": "object.nope"}]), json!({})), &Schemas), json!({}));
-    let ok = policy(deployments(), json!([{"expression": "object.spec.paused || has(object.metadata.labels)"}]), json!({}));
+    let ok =
+        policy(deployments(), json!([{"expression": "object.spec.paused || has(object.metadata.labels)"}]), json!({}));
     assert_eq!(type_checking(&ok, &Schemas), json!({}));
 }

@@ -52,16 +52,25 @@ async fn reasons_give_their_codes() {
 #[tokio::test]
 async fn params_from_a_config_map_limit_replicas() {
     let c = Cluster::new().await;
-    let cm = |name: &str, max: &str, labels: Value| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default", "labels": labels}, "data": {"maxReplicas": max}})
-    };
+    let cm = |name: &str, max: &str, labels: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default", "labels": labels}, "data": {"maxReplicas": max}});
     c.create("", "configmaps", cm("limits", "3", json!({}))).await.unwrap();
     let v = json!([{"expression": "object.spec.replicas <= int(params.data.maxReplicas)", "messageExpression": "'at most ' + params.data.maxReplicas + ' replicas'"}]);
-    c.policy(deployment_policy("max-replicas", v, json!({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}}))).await;
-    c.binding("by-name", "max-replicas", json!({"paramRef": {"name": "limits", "namespace": "default", "parameterNotFoundAction": "Deny"}}))
+    c.policy(deployment_policy("max-replicas", v, json!({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}})))
         .await;
+    c.binding(
+        "by-name",
+        "max-replicas",
+        json!({"paramRef": {"name": "limits", "namespace": "default", "parameterNotFoundAction": "Deny"}}),
+    )
+    .await;
     let err = c.admit(&create_deployment(deployment("default", "web", 5), "alice")).await.0.unwrap_err();
-    assert!(err.message.ends_with("ValidatingAdmissionPolicy 'max-replicas' with binding 'by-name' denied request: at most 3 replicas"), "{}", err.message);
+    assert!(
+        err.message.ends_with(
+            "ValidatingAdmissionPolicy 'max-replicas' with binding 'by-name' denied request: at most 3 replicas"
+        ),
+        "{}",
+        err.message
+    );
     assert!(c.admit(&create_deployment(deployment("default", "web", 2), "alice")).await.0.is_ok());
 
     // with a selector, every matching param is evaluated
@@ -117,7 +126,9 @@ async fn warn_and_audit() {
     );
     assert_eq!(
         outcome.annotations.get(FAILURE_KEY).map(String::as_str),
-        Some(r#"[{"message":"failed expression: object.spec.replicas \u003c= 5","policy":"p","binding":"audit","expressionIndex":0,"validationActions":["Audit"]}]"#)
+        Some(
+            r#"[{"message":"failed expression: object.spec.replicas \u003c= 5","policy":"p","binding":"audit","expressionIndex":0,"validationActions":["Audit"]}]"#
+        )
     );
     // the same value from both bindings once
     assert_eq!(outcome.annotations.get("p/replicas").map(String::as_str), Some("replicas: 10"));
@@ -154,7 +165,13 @@ async fn failure_policy_on_runtime_errors() {
         let r = c.admit(&create_deployment(deployment("default", "web", 1), "alice")).await.0;
         assert_eq!(r.is_err(), refused, "{policy}");
         if let Err(e) = r {
-            assert!(e.message.ends_with("denied request: expression 'object.spec.nope > 1' resulted in error: no such key: nope"), "{}", e.message);
+            assert!(
+                e.message.ends_with(
+                    "denied request: expression 'object.spec.nope > 1' resulted in error: no such key: nope"
+                ),
+                "{}",
+                e.message
+            );
             assert_eq!(e.code, 422);
         }
     }
@@ -165,7 +182,11 @@ async fn namespace_selector() {
     let c = Cluster::new().await;
     c.namespace("prod", json!({"env": "prod"})).await;
     c.namespace("dev", json!({"env": "dev"})).await;
-    let mut policy = deployment_policy("p", limit("object.spec.replicas <= 5 && namespaceObject.metadata.labels.env == 'prod'"), json!({}));
+    let mut policy = deployment_policy(
+        "p",
+        limit("object.spec.replicas <= 5 && namespaceObject.metadata.labels.env == 'prod'"),
+        json!({}),
+    );
     policy["spec"]["matchConstraints"]["namespaceSelector"] = json!({"matchLabels": {"env": "prod"}});
     c.policy(policy).await;
     c.binding("b", "p", json!({})).await;
@@ -184,7 +205,8 @@ async fn match_conditions_and_variables() {
             {"name": "tooMany", "expression": "variables.replicas > 5"},
         ],
     });
-    let v = json!([{"expression": "!variables.tooMany", "messageExpression": "'replicas: ' + string(variables.replicas)"}]);
+    let v =
+        json!([{"expression": "!variables.tooMany", "messageExpression": "'replicas: ' + string(variables.replicas)"}]);
     c.policy(deployment_policy("p", v, extra)).await;
     c.binding("b", "p", json!({})).await;
     let err = c.admit(&create_deployment(deployment("default", "web", 10), "alice")).await.0.unwrap_err();
@@ -208,7 +230,10 @@ async fn authorizer_checks() {
     assert!(err.message.ends_with("denied request: may not scale past 5"));
     let asked = c.authorizer.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 2);
-    assert_eq!((asked[1].user.name.as_str(), asked[1].api_group.as_str(), asked[1].namespace.as_str()), ("bob", "apps", "default"));
+    assert_eq!(
+        (asked[1].user.name.as_str(), asked[1].api_group.as_str(), asked[1].namespace.as_str()),
+        ("bob", "apps", "default")
+    );
 }
 
 #[tokio::test]
@@ -236,7 +261,8 @@ async fn a_changed_policy_applies_at_once() {
     c.policy(deployment_policy("p", limit("object.spec.replicas <= 5"), json!({}))).await;
     c.binding("b", "p", json!({})).await;
     assert!(c.admit(&create_deployment(deployment("default", "web", 4), "alice")).await.0.is_ok());
-    let spec = kapi_registry::catalog::find("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies").unwrap();
+    let spec =
+        kapi_registry::catalog::find("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies").unwrap();
     let mut stored = c.rest.get(&kapi_registry::strategy::CatalogStrategy(spec), None, "p").await.unwrap();
     stored["spec"]["validations"] = limit("object.spec.replicas <= 3");
     c.update("admissionregistration.k8s.io", "validatingadmissionpolicies", stored).await;
@@ -254,8 +280,16 @@ async fn policies_do_not_apply_to_their_own_configuration() {
     c.binding("b", "deny-all", json!({})).await;
     assert!(c.admit(&create_deployment(deployment("default", "web", 1), "alice")).await.0.is_err());
     let mut attrs = create_deployment(json!({"metadata": {"name": "b2"}}), "alice");
-    attrs.kind = kapi_admission::attributes::Gvx { group: "admissionregistration.k8s.io".into(), version: "v1".into(), name: "ValidatingAdmissionPolicyBinding".into() };
-    attrs.resource = kapi_admission::attributes::Gvx { group: "admissionregistration.k8s.io".into(), version: "v1".into(), name: "validatingadmissionpolicybindings".into() };
+    attrs.kind = kapi_admission::attributes::Gvx {
+        group: "admissionregistration.k8s.io".into(),
+        version: "v1".into(),
+        name: "ValidatingAdmissionPolicyBinding".into(),
+    };
+    attrs.resource = kapi_admission::attributes::Gvx {
+        group: "admissionregistration.k8s.io".into(),
+        version: "v1".into(),
+        name: "validatingadmissionpolicybindings".into(),
+    };
     attrs.namespace = String::new();
     assert!(c.admit(&attrs).await.0.is_ok());
 }
@@ -275,8 +309,16 @@ async fn equivalent_versions_match_and_see_the_matched_version() {
             "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "minReplicas": 1, "maxReplicas": max, "targetCPUUtilizationPercentage": 50}})
     };
     let mut attrs = create_deployment(hpa(10), "alice");
-    attrs.kind = kapi_admission::attributes::Gvx { group: "autoscaling".into(), version: "v1".into(), name: "HorizontalPodAutoscaler".into() };
-    attrs.resource = kapi_admission::attributes::Gvx { group: "autoscaling".into(), version: "v1".into(), name: "horizontalpodautoscalers".into() };
+    attrs.kind = kapi_admission::attributes::Gvx {
+        group: "autoscaling".into(),
+        version: "v1".into(),
+        name: "HorizontalPodAutoscaler".into(),
+    };
+    attrs.resource = kapi_admission::attributes::Gvx {
+        group: "autoscaling".into(),
+        version: "v1".into(),
+        name: "horizontalpodautoscalers".into(),
+    };
     assert!(c.admit(&attrs).await.0.is_err());
     attrs.object = Some(hpa(3));
     assert!(c.admit(&attrs).await.0.is_ok());
@@ -293,9 +335,9 @@ async fn object_selector_exclusions_and_binding_match_resources() {
     let c = Cluster::new().await;
     c.namespace("team", json!({"team": "a"})).await;
     let mut policy = deployment_policy("p", limit("object.spec.replicas <= 5"), json!({}));
-    policy["spec"]["matchConstraints"]["objectSelector"] = json!({"matchExpressions": [{"key": "exempt", "operator": "DoesNotExist"}]});
-    policy["spec"]["matchConstraints"]["excludeResourceRules"] =
-        json!([{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["*"], "resources": ["deployments"], "resourceNames": ["legacy"]}]);
+    policy["spec"]["matchConstraints"]["objectSelector"] =
+        json!({"matchExpressions": [{"key": "exempt", "operator": "DoesNotExist"}]});
+    policy["spec"]["matchConstraints"]["excludeResourceRules"] = json!([{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["*"], "resources": ["deployments"], "resourceNames": ["legacy"]}]);
     c.policy(policy).await;
     // the binding narrows the policy to namespaces of team a
     c.binding("b", "p", json!({"matchResources": {"namespaceSelector": {"matchLabels": {"team": "a"}}}})).await;
