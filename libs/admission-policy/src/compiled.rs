@@ -130,3 +130,60 @@ impl CompiledPolicy {
         }
     }
 }
+
+/// `spec.mutations[i].patchType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PatchType {
+    JsonPatch,
+    ApplyConfiguration,
+}
+
+/// `spec.mutations[i]`; None where kube compiles no patcher (an unknown patch type, a missing
+/// expression object).
+#[derive(Debug)]
+pub(crate) struct Mutation {
+    pub patch_type: PatchType,
+    pub compiled: Result<Expression, CompileError>,
+}
+
+/// One MutatingAdmissionPolicy, compiled (kube's mutating `compilePolicy`).
+#[derive(Debug)]
+pub(crate) struct CompiledMutatingPolicy {
+    pub failure_policy: FailurePolicy,
+    pub variables: Arc<[Variable]>,
+    pub match_conditions: Vec<MatchCondition>,
+    pub mutations: Vec<Option<Mutation>>,
+    /// `reinvocationPolicy: IfNeeded`.
+    pub reinvoke_if_needed: bool,
+}
+
+impl CompiledMutatingPolicy {
+    /// Compiles `policy` (a MutatingAdmissionPolicy object).
+    pub(crate) fn compile(policy: &Value) -> CompiledMutatingPolicy {
+        let spec = policy.get("spec").unwrap_or(&Value::Null);
+        let params = spec.get("paramKind").is_some_and(|p| !p.is_null());
+        let decls = Declarations { params, authorizer: true };
+        let (compiler, match_conditions) = compile_common(spec, decls);
+        let mutations = items(spec, "mutations")
+            .iter()
+            .map(|m| {
+                let (patch_type, ret, field) = match text(m, "patchType") {
+                    "JSONPatch" => (PatchType::JsonPatch, ReturnType::JsonPatch, "jsonPatch"),
+                    "ApplyConfiguration" => {
+                        (PatchType::ApplyConfiguration, ReturnType::ApplyConfiguration, "applyConfiguration")
+                    }
+                    _ => return None,
+                };
+                let expression = m.get(field).filter(|e| e.is_object())?;
+                Some(Mutation { patch_type, compiled: compiler.compile(text(expression, "expression"), ret, decls) })
+            })
+            .collect();
+        CompiledMutatingPolicy {
+            failure_policy: FailurePolicy::of(spec),
+            variables: compiler.variables(),
+            match_conditions,
+            mutations,
+            reinvoke_if_needed: text(spec, "reinvocationPolicy") == "IfNeeded",
+        }
+    }
+}

@@ -12,13 +12,20 @@
 //! the server: where the objects of a param kind are cached ([`ParamResolver`]; the built-ins
 //! are [`BuiltinResolver`]) and the authorizer behind `authorizer` ([`CelAuthorizer`]).
 //!
+//! [`MutatingAdmissionPolicy`] is the mutating plugin of that name: the same matching, params,
+//! match conditions and variables, then each matching binding's mutations (JSON Patch or an
+//! apply configuration merged with the kind's schema), with kube's reinvocation.
+//!
 //! [`type_checking`] computes kube's `status.typeChecking` of a policy.
 
 mod compiled;
 mod decisions;
 mod matching;
+mod mutating;
 mod params;
+mod patching;
 mod plugin;
+mod reinvocation;
 pub mod request;
 mod resolver;
 mod source;
@@ -26,6 +33,8 @@ mod typecheck;
 mod validator;
 
 pub use kapi_apiextensions::cel::{AuthzAttributes, AuthzDecision, AuthzUser, CelAuthorizer};
+pub use mutating::MutatingAdmissionPolicy;
+pub use patching::merge_apply_configuration;
 pub use plugin::ValidatingAdmissionPolicy;
 pub use resolver::{BuiltinResolver, Equivalent, ParamResolver, ParamSource};
 pub use typecheck::{type_checking, SchemaResolver};

@@ -43,6 +43,13 @@ pub trait ParamResolver: Send + Sync {
         Vec::new()
     }
 
+    /// `patch` (a MutatingAdmissionPolicy apply configuration) merged into `live`, an object
+    /// of `kind`, with the kind's schema ([`crate::merge_apply_configuration`]); None when the
+    /// kind's schema is not known (kube answers 503 until it is).
+    fn apply_configuration(&self, _kind: &Gvx, _live: &Value, _patch: &Value) -> Option<Result<Value, String>> {
+        None
+    }
+
     /// `object`, of kind `from`, converted to kind `to` (an equivalent version).
     fn convert(&self, _object: &Value, from: &Gvx, to: &Gvx) -> Result<Value, String> {
         Err(format!("no conversion from {} to {}", api_version(from), api_version(to)))
@@ -101,9 +108,17 @@ impl ParamResolver for BuiltinResolver {
                     },
                     None => Gvx { group: r.group.into(), version: r.version.into(), name: r.kind.into() },
                 };
-                Equivalent { resource: Gvx { group: r.group.into(), version: r.version.into(), name: r.resource.into() }, kind }
+                Equivalent {
+                    resource: Gvx { group: r.group.into(), version: r.version.into(), name: r.resource.into() },
+                    kind,
+                }
             })
             .collect()
+    }
+
+    fn apply_configuration(&self, kind: &Gvx, live: &Value, patch: &Value) -> Option<Result<Value, String>> {
+        let schema = kapi_openapi::apply_schema(&kind.group, &kind.version, &kind.name)?;
+        Some(crate::patching::merge_apply_configuration(&schema, live, patch))
     }
 
     fn convert(&self, object: &Value, from: &Gvx, to: &Gvx) -> Result<Value, String> {

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use kapi_admission::attributes::Gvx;
 use kapi_admission::{Attributes, Chain, Operation, Outcome};
-use kapi_admission_policy::{AuthzAttributes, AuthzDecision, BuiltinResolver, CelAuthorizer, ValidatingAdmissionPolicy};
+use kapi_admission_policy::{
+    AuthzAttributes, AuthzDecision, BuiltinResolver, CelAuthorizer, MutatingAdmissionPolicy, ValidatingAdmissionPolicy,
+};
 use kapi_apimachinery::ApiError;
 use kapi_auth::UserInfo;
 use kapi_registry::catalog;
@@ -23,6 +25,8 @@ use serde_json::{json, Value};
 const CACHED: &[(&str, &str, &str)] = &[
     ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"),
     ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"),
+    ("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies"),
+    ("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicybindings"),
     ("", "v1", "namespaces"),
     ("", "v1", "configmaps"),
     ("apps", "v1", "deployments"),
@@ -39,7 +43,11 @@ impl CelAuthorizer for Rules {
     fn authorize(&self, a: &AuthzAttributes) -> AuthzDecision {
         self.asked.lock().unwrap().push(a.clone());
         let allowed = self.allowed.iter().any(|(u, v, r)| *u == a.user.name && *v == a.verb && *r == a.resource);
-        AuthzDecision { allowed, reason: if allowed { "allowed by rule".into() } else { "no rule".into() }, error: None }
+        AuthzDecision {
+            allowed,
+            reason: if allowed { "allowed by rule".into() } else { "no rule".into() },
+            error: None,
+        }
     }
 }
 
@@ -57,13 +65,17 @@ impl Cluster {
 
     pub async fn with_authorizer(rules: Rules) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let store: DynStore = SqliteStore::open(&dir.path().join("kapi.db"), SqliteConfig::default()).expect("open sqlite");
+        let store: DynStore =
+            SqliteStore::open(&dir.path().join("kapi.db"), SqliteConfig::default()).expect("open sqlite");
         let prefixes = CACHED.iter().map(|(g, v, r)| catalog::find(g, v, r).expect("served").key_prefix()).collect();
         let caches = CacheSet::start(store.clone(), prefixes, CacheConfig::default()).await.expect("caches");
         let rest = RestStore::new(store, caches);
         let authorizer = Arc::new(rules);
-        let plugin = ValidatingAdmissionPolicy::new(rest.clone(), Arc::new(BuiltinResolver), Some(authorizer.clone()));
-        let chain = Chain::new(vec![Box::new(plugin)]);
+        let mutating = MutatingAdmissionPolicy::new(rest.clone(), Arc::new(BuiltinResolver), Some(authorizer.clone()));
+        let validating =
+            ValidatingAdmissionPolicy::new(rest.clone(), Arc::new(BuiltinResolver), Some(authorizer.clone()));
+        // kube's order: mutating policies run before validating ones
+        let chain = Chain::new(vec![Box::new(mutating), Box::new(validating)]);
         let cluster = Cluster { _dir: dir, rest, chain, authorizer };
         cluster.namespace("default", json!({})).await;
         cluster
@@ -101,9 +113,13 @@ impl Cluster {
     }
 
     pub async fn namespace(&self, name: &str, labels: Value) {
-        self.create("", "namespaces", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}))
-            .await
-            .expect("namespace");
+        self.create(
+            "",
+            "namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}),
+        )
+        .await
+        .expect("namespace");
     }
 
     pub async fn policy(&self, policy: Value) {
@@ -119,6 +135,29 @@ impl Cluster {
         let b = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": {"name": name}, "spec": spec});
         self.create("admissionregistration.k8s.io", "validatingadmissionpolicybindings", b).await.expect("binding");
+    }
+
+    pub async fn mutating_policy(&self, name: &str, spec: Value) {
+        let p = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec});
+        self.create("admissionregistration.k8s.io", "mutatingadmissionpolicies", p).await.expect("mutating policy");
+    }
+
+    pub async fn mutating_binding(&self, name: &str, policy: &str, spec: Value) {
+        let mut spec = spec;
+        spec["policyName"] = json!(policy);
+        let b = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": name}, "spec": spec});
+        self.create("admissionregistration.k8s.io", "mutatingadmissionpolicybindings", b)
+            .await
+            .expect("mutating binding");
+    }
+
+    /// Runs the mutating phase of the chain: the object as mutated, or the refusal.
+    pub async fn mutate(&self, attrs: &Attributes) -> Result<Value, ApiError> {
+        let mut attrs = attrs.clone();
+        let mut outcome = Outcome::default();
+        self.chain.admit(&mut attrs, &mut outcome).await?;
+        Ok(attrs.object.unwrap_or_default())
     }
 
     /// Runs the validating phase of the chain.
