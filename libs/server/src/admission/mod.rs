@@ -77,6 +77,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
     for name in &options.plugins {
         let plugin: Box<dyn AdmissionPlugin> = match *name {
             "NamespaceLifecycle" => Box::new(kapi_admission_builtin::NamespaceLifecycle::new(context.rest.clone())),
+            "LimitRanger" => Box::new(kapi_admission_builtin::LimitRanger::new(context.rest.clone())),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "ValidatingAdmissionPolicy" => Box::new(kapi_admission_policy::ValidatingAdmissionPolicy::new(
                 context.rest.clone(),
