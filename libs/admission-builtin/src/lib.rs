@@ -8,7 +8,10 @@
 //! back to a live read (a namespace the cache has not seen yet), so do they. Objects are seen
 //! in the request's version, which for every kind handled here is the only one kapi serves.
 
+pub mod limit_ranger;
 mod lookup;
 pub mod namespace_lifecycle;
+pub mod quantity;
 
+pub use limit_ranger::LimitRanger;
 pub use namespace_lifecycle::NamespaceLifecycle;

@@ -18,6 +18,18 @@ pub(crate) fn get(rest: &RestStore, spec: &ResourceSpec, namespace: Option<&str>
     rest.caches().cache(&spec.key_prefix()).and_then(|c| c.get(&key)).map(|o| o.object)
 }
 
+/// Every object of a namespace (or of the whole resource with None) from its cache.
+pub(crate) fn list(rest: &RestStore, spec: &ResourceSpec, namespace: Option<&str>) -> Vec<Arc<Value>> {
+    let prefix = match namespace {
+        Some(ns) => format!("{}{ns}/", spec.key_prefix()),
+        None => spec.key_prefix(),
+    };
+    match rest.caches().cache(&spec.key_prefix()) {
+        Some(cache) => cache.list(&prefix).0.into_iter().map(|o| o.object).collect(),
+        None => Vec::new(),
+    }
+}
+
 /// A string at `pointer`, "" when absent.
 pub(crate) fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
