@@ -388,3 +388,49 @@ fn match_policy_equivalent_calls_a_webhook_for_another_version_of_its_resource()
     assert_eq!(request["object"]["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 70, "{request}");
     assert!(webhook.calls("/allow").is_empty(), "matchPolicy Exact is not called through v1");
 }
+
+#[test]
+fn deletes_subresources_and_custom_resources_are_admitted() {
+    let kapi = Kapi::start().expect("start kapi");
+    let webhook = AdmissionWebhook::start().expect("start the webhook");
+    let rule = |operations: Value, group: &str, resources: Value| json!({"rules": [{"operations": operations, "apiGroups": [group], "apiVersions": ["*"], "resources": resources}]});
+    // Deletes of protected ConfigMaps are refused, with the stored object in the review.
+    let protect = json!({"rules": rule(json!(["DELETE"]), "", json!(["configmaps"]))["rules"], "objectSelector": {"matchLabels": {"protected": "yes"}}});
+    configure(&kapi, VALIDATING, "protect", vec![hook("protect.e2e.kapi", webhook.client_config("/deny/0/-/protected"), protect)]);
+    assert_eq!(create(&kapi, CONFIGMAPS, &configmap("keep", json!({"protected": "yes"}))).status, 201);
+    assert_eq!(create(&kapi, CONFIGMAPS, &configmap("drop", json!({}))).status, 201);
+    let refused = kapi.request(&Request::new("DELETE", &format!("{CONFIGMAPS}/keep")));
+    assert_eq!(refused.status, 400, "{}", refused.raw);
+    assert_eq!(refused.body["message"], r#"admission webhook "protect.e2e.kapi" denied the request: protected"#);
+    assert!(!absent(&kapi, "keep"));
+    let review = &webhook.calls("/deny")[0]["request"];
+    assert_eq!((review["operation"].as_str(), review["object"].is_null()), (Some("DELETE"), true), "{review}");
+    assert_eq!(review["oldObject"]["metadata"]["name"], "keep");
+    assert_eq!(review["options"]["kind"], "DeleteOptions");
+    assert_eq!(kapi.request(&Request::new("DELETE", &format!("{CONFIGMAPS}/drop"))).status, 200, "others are not sent");
+
+    // Scale writes are admitted as autoscaling/v1 Scale objects.
+    configure(&kapi, VALIDATING, "scale", vec![hook("scale.e2e.kapi", webhook.client_config("/allow"), rule(json!(["UPDATE"]), "apps", json!(["deployments/scale"])))]);
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    assert_eq!(create(&kapi, "/apis/apps/v1/namespaces/default/deployments", &deploy).status, 201);
+    let out = kapi.kubectl(&["scale", "deployment/web", "--replicas=3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let scale = &webhook.calls("/allow")[0]["request"];
+    assert_eq!(scale["kind"], json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}), "{scale}");
+    assert_eq!((scale["subResource"].as_str(), scale["object"]["spec"]["replicas"].as_i64(), scale["oldObject"]["spec"]["replicas"].as_i64()), (Some("scale"), Some(3), Some(1)));
+
+    // Custom resources go through admission as built-in ones do.
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    assert_eq!(create(&kapi, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd).status, 201);
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    assert!(kapi_e2e::wait_for(Duration::from_secs(10), || (kapi.request(&Request::get(widgets)).status == 200).then_some(())).is_some());
+    configure(&kapi, MUTATING, "widgets", vec![hook("widget.e2e.kapi", webhook.client_config("/label/stamped/widget"), rule(json!(["CREATE"]), "example.com", json!(["widgets"])))]);
+    let widget = create(&kapi, widgets, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}));
+    assert_eq!(widget.status, 201, "{}", widget.raw);
+    assert_eq!(widget.body["metadata"]["labels"]["stamped"], "widget", "{}", widget.raw);
+    let review = &webhook.calls("/label")[0]["request"];
+    assert_eq!(review["kind"], json!({"group": "example.com", "version": "v1", "kind": "Widget"}));
+}
