@@ -98,3 +98,30 @@ fn warn_actions_reach_kubectl_as_warnings() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_mutating_admission_policy_sets_a_label() {
+    let kapi = Kapi::start().expect("start kapi");
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": "team-label"},
+        "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+                 "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}]},
+                 "mutations": [
+                     {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{metadata: Object.metadata{labels: {'team': 'platform'}}}"}},
+                     {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'policy': 'team-label'}}]"}}
+                 ]}});
+    let r = post(&kapi, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", &policy);
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": "team-label"},
+        "spec": {"policyName": "team-label"}});
+    let r = post(&kapi, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings", &binding);
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let _ = kapi.get_json("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies");
+    let _ = kapi.get_json("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings");
+
+    let created = post(&kapi, DEPLOYMENTS, &deployment("labelled", 1));
+    assert_eq!(created.status, 201, "{}", created.raw);
+    assert_eq!(created.body["metadata"]["labels"]["team"], "platform", "{}", created.raw);
+    assert_eq!(created.body["metadata"]["annotations"]["policy"], "team-label", "{}", created.raw);
+    let stored = kapi.get_json(&format!("{DEPLOYMENTS}/labelled"));
+    assert_eq!(stored["metadata"]["labels"]["team"], "platform");
+}

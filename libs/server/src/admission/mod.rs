@@ -79,6 +79,11 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
             "NamespaceLifecycle" => Box::new(kapi_admission_builtin::NamespaceLifecycle::new(context.rest.clone())),
             "LimitRanger" => Box::new(kapi_admission_builtin::LimitRanger::new(context.rest.clone())),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
+            "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
+                context.rest.clone(),
+                Arc::new(params::TierParams(context.tiers.clone())),
+                Some(cel_authorizer.clone()),
+            )),
             "ValidatingAdmissionPolicy" => Box::new(kapi_admission_policy::ValidatingAdmissionPolicy::new(
                 context.rest.clone(),
                 Arc::new(params::TierParams(context.tiers.clone())),

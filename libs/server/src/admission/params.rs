@@ -1,5 +1,6 @@
 //! Where policy params live, for the policy plugins: built-in kinds from the catalog (with their
-//! conversions), custom resources from the tiers that serve them now.
+//! conversions), custom resources from the tiers that serve them now; and how a
+//! MutatingAdmissionPolicy's apply configuration merges into a built-in object.
 
 use kapi_admission::attributes::Gvx;
 use kapi_admission_policy::{BuiltinResolver, Equivalent, ParamResolver, ParamSource};
@@ -32,5 +33,12 @@ impl ParamResolver for TierParams {
 
     fn convert(&self, object: &Value, from: &Gvx, to: &Gvx) -> Result<Value, String> {
         BuiltinResolver.convert(object, from, to)
+    }
+
+    /// Built-in kinds merge by their OpenAPI schemas; a custom resource's apply configuration
+    /// answers None (kube's 503 for a kind without a schema) until the extensions tier lends
+    /// its structural schema here.
+    fn apply_configuration(&self, kind: &Gvx, live: &Value, patch: &Value) -> Option<Result<Value, String>> {
+        BuiltinResolver.apply_configuration(kind, live, patch)
     }
 }
