@@ -11,7 +11,9 @@
 pub mod limit_ranger;
 mod lookup;
 pub mod namespace_lifecycle;
+pub mod priority;
 pub mod quantity;
 
 pub use limit_ranger::LimitRanger;
 pub use namespace_lifecycle::NamespaceLifecycle;
+pub use priority::Priority;
