@@ -8,12 +8,18 @@
 //! back to a live read (a namespace the cache has not seen yet), so do they. Objects are seen
 //! in the request's version, which for every kind handled here is the only one kapi serves.
 
+pub mod default_ingress_class;
+pub mod default_storage_class;
+pub mod default_toleration_seconds;
 pub mod limit_ranger;
 mod lookup;
 pub mod namespace_lifecycle;
 pub mod priority;
 pub mod quantity;
 
+pub use default_ingress_class::DefaultIngressClass;
+pub use default_storage_class::DefaultStorageClass;
+pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use limit_ranger::LimitRanger;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use priority::Priority;

@@ -34,3 +34,16 @@ pub(crate) fn list(rest: &RestStore, spec: &ResourceSpec, namespace: Option<&str
 pub(crate) fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
+
+/// The name of the newest object annotated `true` under one of `annotations` (the first name
+/// among the newest): kube picks it when an administrator marked several classes as default.
+pub(crate) fn newest_marked(objects: &[Arc<Value>], annotations: &[&str]) -> Option<String> {
+    objects
+        .iter()
+        .filter(|o| {
+            annotations.iter().any(|a| o.pointer("/metadata/annotations").and_then(|m| m.get(*a)).and_then(Value::as_str) == Some("true"))
+        })
+        .map(|o| (str_at(o, "/metadata/creationTimestamp"), str_at(o, "/metadata/name")))
+        .max_by(|a, b| a.0.cmp(b.0).then_with(|| b.1.cmp(a.1)))
+        .map(|(_, name)| name.to_owned())
+}

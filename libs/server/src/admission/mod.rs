@@ -79,6 +79,9 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
             "NamespaceLifecycle" => Box::new(kapi_admission_builtin::NamespaceLifecycle::new(context.rest.clone())),
             "LimitRanger" => Box::new(kapi_admission_builtin::LimitRanger::new(context.rest.clone())),
             "Priority" => Box::new(kapi_admission_builtin::Priority::new(context.rest.clone())),
+            "DefaultTolerationSeconds" => Box::new(kapi_admission_builtin::DefaultTolerationSeconds::new()),
+            "DefaultStorageClass" => Box::new(kapi_admission_builtin::DefaultStorageClass::new(context.rest.clone())),
+            "DefaultIngressClass" => Box::new(kapi_admission_builtin::DefaultIngressClass::new(context.rest.clone())),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
                 context.rest.clone(),
