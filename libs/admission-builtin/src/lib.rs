@@ -16,6 +16,7 @@ mod lookup;
 pub mod namespace_lifecycle;
 pub mod priority;
 pub mod quantity;
+pub mod runtime_class;
 
 pub use default_ingress_class::DefaultIngressClass;
 pub use default_storage_class::DefaultStorageClass;
@@ -23,3 +24,4 @@ pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use limit_ranger::LimitRanger;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use priority::Priority;
+pub use runtime_class::RuntimeClass;

@@ -82,6 +82,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
             "DefaultTolerationSeconds" => Box::new(kapi_admission_builtin::DefaultTolerationSeconds::new()),
             "DefaultStorageClass" => Box::new(kapi_admission_builtin::DefaultStorageClass::new(context.rest.clone())),
             "DefaultIngressClass" => Box::new(kapi_admission_builtin::DefaultIngressClass::new(context.rest.clone())),
+            "RuntimeClass" => Box::new(kapi_admission_builtin::RuntimeClass::new(context.rest.clone())),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
                 context.rest.clone(),
