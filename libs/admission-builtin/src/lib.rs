@@ -17,6 +17,8 @@ pub mod namespace_lifecycle;
 pub mod priority;
 pub mod quantity;
 pub mod runtime_class;
+pub mod storage_object_in_use_protection;
+pub mod taint_nodes_by_condition;
 
 pub use default_ingress_class::DefaultIngressClass;
 pub use default_storage_class::DefaultStorageClass;
@@ -25,3 +27,5 @@ pub use limit_ranger::LimitRanger;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use priority::Priority;
 pub use runtime_class::RuntimeClass;
+pub use storage_object_in_use_protection::StorageObjectInUseProtection;
+pub use taint_nodes_by_condition::TaintNodesByCondition;

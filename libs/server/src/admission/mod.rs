@@ -83,6 +83,8 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
             "DefaultStorageClass" => Box::new(kapi_admission_builtin::DefaultStorageClass::new(context.rest.clone())),
             "DefaultIngressClass" => Box::new(kapi_admission_builtin::DefaultIngressClass::new(context.rest.clone())),
             "RuntimeClass" => Box::new(kapi_admission_builtin::RuntimeClass::new(context.rest.clone())),
+            "StorageObjectInUseProtection" => Box::new(kapi_admission_builtin::StorageObjectInUseProtection::new()),
+            "TaintNodesByCondition" => Box::new(kapi_admission_builtin::TaintNodesByCondition::new()),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
                 context.rest.clone(),
