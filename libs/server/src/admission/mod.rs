@@ -85,6 +85,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
             "RuntimeClass" => Box::new(kapi_admission_builtin::RuntimeClass::new(context.rest.clone())),
             "StorageObjectInUseProtection" => Box::new(kapi_admission_builtin::StorageObjectInUseProtection::new()),
             "TaintNodesByCondition" => Box::new(kapi_admission_builtin::TaintNodesByCondition::new()),
+            "PersistentVolumeClaimResize" => Box::new(kapi_admission_builtin::PersistentVolumeClaimResize::new(context.rest.clone())),
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
                 context.rest.clone(),
