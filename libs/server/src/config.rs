@@ -133,6 +133,8 @@ pub struct Options {
     /// `--enable-admission-plugins`, `--disable-admission-plugins` and
     /// `--admission-control-config-file`, checked.
     pub admission: crate::admission::AdmissionOptions,
+    /// `--audit-policy-file` (read) and the `--audit-log-*` flags; None: no auditing.
+    pub audit: Option<(kapi_audit::Policy, kapi_audit::LogOptions)>,
 }
 
 /// `--endpoint-reconciler-type`.
@@ -211,6 +213,7 @@ impl Default for Options {
             kubelet: crate::kubelet::KubeletClientOptions::default(),
             encryption: None,
             admission: crate::admission::AdmissionOptions::default(),
+            audit: None,
         }
     }
 }
@@ -636,9 +639,17 @@ async fn build_server(
         &opts.admission,
         crate::admission::PluginContext { rest: rest.clone(), tiers: chain.clone(), authorizer: authorizer.clone(), rbac: rbac.clone() },
     );
+    let audit = match &opts.audit {
+        Some((policy, log)) => {
+            let backend = kapi_audit::LogBackend::start(log.clone()).map_err(|source| StartError::Io { context: format!("opening the audit log {}", log.path.display()), source })?;
+            Some(Arc::new(crate::filters::audit::Auditor { policy: policy.clone(), log: backend }))
+        }
+        None => None,
+    };
     let srv = Arc::new(ApiServer {
         rest,
         chain,
+        audit,
         admission: Arc::new(admission),
         metrics: Metrics::new(),
         authenticator,

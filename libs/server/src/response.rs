@@ -141,11 +141,17 @@ pub fn object(status: StatusCode, value: &Value, output: Output) -> Response<Bod
     resp
 }
 
+/// Response extension: the Status of a failed request, for the audit event.
+#[derive(Debug, Clone)]
+pub struct ErrorStatus(pub Value);
+
 /// A failed request as a `metav1.Status` (always JSON, as kube-apiserver does for errors a
 /// client may not be able to decode otherwise... it uses the negotiated type when it can).
 pub fn error(err: &ApiError, output: Output) -> Response<Body> {
     let output = output.plain();
-    let mut resp = object(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &err.to_status(), output);
+    let status = err.to_status();
+    let mut resp = object(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &status, output);
+    resp.extensions_mut().insert(ErrorStatus(status));
     if let Some(secs) = err.details.as_ref().and_then(|d| d.retry_after_seconds) {
         if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
             resp.headers_mut().insert(header::RETRY_AFTER, v);

@@ -57,7 +57,7 @@ impl ChainVerifiers {
                 Err(reason) => ChainVerdict::Failed(reason),
             },
         };
-        ConnInfo { client_ca: verdict(&self.client), front_proxy_ca: verdict(&self.front_proxy), peer_certificates: Some(chain) }
+        ConnInfo { client_ca: verdict(&self.client), front_proxy_ca: verdict(&self.front_proxy), peer_certificates: Some(chain), peer: None }
     }
 }
 
@@ -226,7 +226,7 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
     let presented = session.peer_certificates().map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
     // The handshake proved key possession; the chain is judged here, once per connection,
     // against each CA bundle, so a certificate from another CA is a 401 rather than a reset.
-    let conn_info = Arc::new(shared.verifiers.judge(presented));
+    let conn_info = Arc::new(ConnInfo { peer: Some(peer), ..shared.verifiers.judge(presented) });
     let goaway = Arc::new(Notify::new());
     // True once GOAWAY has been queued on this connection.
     let (going_away_tx, going_away_rx) = watch::channel(false);

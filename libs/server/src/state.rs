@@ -81,6 +81,8 @@ pub struct ApiServer {
     pub chain: crate::tier::Chain,
     /// The admission chain every write runs.
     pub admission: Arc<kapi_admission::Chain>,
+    /// Auditing, when `--audit-policy-file` and `--audit-log-path` are given.
+    pub audit: Option<Arc<crate::filters::audit::Auditor>>,
     /// Metrics registry.
     pub metrics: Metrics,
     /// Who is calling.

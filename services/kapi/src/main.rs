@@ -188,9 +188,51 @@ struct Cli {
     /// AdmissionConfiguration file (apiserver.config.k8s.io/v1): each plugin's configuration.
     #[arg(long)]
     admission_control_config_file: Option<PathBuf>,
+    /// audit.k8s.io/v1 Policy file: which requests are audited, at which level. Without it,
+    /// nothing is audited.
+    #[arg(long)]
+    audit_policy_file: Option<PathBuf>,
+    /// Where audit events go, one JSON line each (`-` for stdout). Without it, nothing is
+    /// audited.
+    #[arg(long)]
+    audit_log_path: Option<PathBuf>,
+    /// Days old audit log files are kept (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxage: u64,
+    /// Old audit log files kept (0: all).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxbackup: usize,
+    /// Megabytes an audit log file grows to before it is rotated (0: never).
+    #[arg(long, default_value_t = 0)]
+    audit_log_maxsize: u64,
+    /// blocking (each event written before its request goes on), blocking-strict (and a
+    /// failed write fails the request) or batch.
+    #[arg(long, default_value = "blocking")]
+    audit_log_mode: String,
+    /// Audit log line format; kapi writes kube's `json`.
+    #[arg(long, default_value = "json")]
+    audit_log_format: String,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
+}
+
+/// The audit flags, read as kube-apiserver reads them: events need both a policy and a log.
+fn audit_options(cli: &Cli) -> Result<Option<(kapi_audit::Policy, kapi_audit::LogOptions)>, String> {
+    if cli.audit_log_format != "json" {
+        return Err(format!("--audit-log-format {:?} is not supported by kapi (only \"json\")", cli.audit_log_format));
+    }
+    let mode: kapi_audit::Mode = cli.audit_log_mode.parse()?;
+    let (Some(policy), Some(path)) = (&cli.audit_policy_file, &cli.audit_log_path) else { return Ok(None) };
+    let policy = kapi_audit::Policy::load(policy).map_err(|e| e.to_string())?;
+    let log = kapi_audit::LogOptions {
+        path: path.clone(),
+        max_size_mb: cli.audit_log_maxsize,
+        max_backups: cli.audit_log_maxbackup,
+        max_age_days: cli.audit_log_maxage,
+        mode,
+    };
+    Ok(Some((policy, log)))
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -256,6 +298,14 @@ fn main() -> ExitCode {
         }
     };
 
+    let audit = match audit_options(&cli) {
+        Ok(audit) => audit,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+
     let opts = kapi_server::Options {
         bind_address: cli.bind_address,
         secure_port: cli.secure_port,
@@ -311,6 +361,7 @@ fn main() -> ExitCode {
         },
         encryption,
         admission,
+        audit,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -35,6 +35,7 @@ pub struct RequestAdmission<'a> {
     base: Attributes,
     view: View,
     outcome: Mutex<Outcome>,
+    audit: Option<crate::filters::audit::AuditHandle>,
 }
 
 /// What the handler tells admission about the request.
@@ -49,6 +50,8 @@ pub struct Request<'a> {
     pub options: Value,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// The request's audit event, which gets the plugins' annotations.
+    pub audit: Option<crate::filters::audit::AuditHandle>,
 }
 
 impl<'a> RequestAdmission<'a> {
@@ -74,7 +77,7 @@ impl<'a> RequestAdmission<'a> {
             old_object: None,
             reinvocation: Default::default(),
         };
-        RequestAdmission { chain, scope, base, view, outcome: Mutex::default() }
+        RequestAdmission { chain, scope, base, view, outcome: Mutex::default(), audit: request.audit }
     }
 
     /// The warnings the plugins left, for the response's `Warning` headers.
@@ -133,6 +136,9 @@ impl<'a> RequestAdmission<'a> {
             kept.warn(warning);
         }
         for (key, value) in outcome.annotations {
+            if let Some(audit) = &self.audit {
+                audit.annotate(key.clone(), value.clone());
+            }
             // A retry may compute another value; the last attempt's is the one stored.
             kept.annotations.insert(key, value);
         }

@@ -67,7 +67,15 @@ where
         return response::error(&ApiError::internal("request reached authorization without its request info or user"), Output::JSON);
     };
     let attrs = attributes(info, user);
-    let denied = match srv.authorizer.authorize(&attrs) {
+    let decision = srv.authorizer.authorize(&attrs);
+    // kube's audit annotations of the decision.
+    if let Some(audit) = req.extensions().get::<super::audit::AuditHandle>() {
+        audit.annotate("authorization.k8s.io/decision", if decision.is_allowed() { "allow" } else { "forbid" });
+        if !decision.reason().is_empty() {
+            audit.annotate("authorization.k8s.io/reason", decision.reason());
+        }
+    }
+    let denied = match decision {
         Decision::Allow(_) => None,
         Decision::Deny(reason) | Decision::NoOpinion(reason) => Some(forbidden(&attrs, &reason)),
     };

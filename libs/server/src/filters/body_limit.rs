@@ -99,6 +99,10 @@ where
             } else {
                 Bytes::new()
             };
+            if let Some(audit) = parts.extensions.get::<super::audit::AuditHandle>() {
+                let content_type = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+                audit.request_body(content_type, &bytes);
+            }
             inner.oneshot(Request::from_parts(parts, bytes)).await
         })
     }

@@ -166,6 +166,9 @@ where
         match impersonate(&srv, &requestor, &wanted, groups_given) {
             Ok(user) => {
                 tracing::debug!(requestor = %requestor.name, impersonated = %user.name, "impersonating");
+                if let Some(audit) = req.extensions().get::<super::audit::AuditHandle>() {
+                    audit.impersonated(&user);
+                }
                 req.extensions_mut().insert(user);
                 let headers = req.headers_mut();
                 let extra: Vec<http::HeaderName> =

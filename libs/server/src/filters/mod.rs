@@ -11,6 +11,8 @@
 //!    [`goaway`] — `--goaway-chance` of HTTP/2 answers close their connection;
 //! 4. [`metrics`] — times everything after it, including rejected requests;
 //! 5. [`authentication`] — 401 before any work is done for unknown callers;
+//!    [`audit`] — the request's audit event, which names the authenticated user (and, once
+//!    impersonation ran, whom it impersonates), written at each stage the policy keeps;
 //!    [`impersonation`] — `Impersonate-*` headers swap the user, each part authorized;
 //! 6. [`max_in_flight`] — 429 beyond the concurrency budgets (it needs the user: masters are
 //!    exempt); or, with `--enable-priority-and-fairness`, [`priority_and_fairness`] in its place
@@ -24,6 +26,7 @@
 //! context: [`RequestInfo`](crate::request_info::RequestInfo), [`ErrorOutput`],
 //! [`UserInfo`](kapi_auth::UserInfo), and the connection's [`ConnInfo`].
 
+pub mod audit;
 pub mod authentication;
 pub mod authorization;
 pub mod body_limit;
@@ -65,6 +68,8 @@ pub struct ConnInfo {
     pub client_ca: kapi_auth::ChainVerdict,
     /// The chain against the front-proxy CA (request-header authentication).
     pub front_proxy_ca: kapi_auth::ChainVerdict,
+    /// The peer's address (audit events' source IPs).
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 /// The representation errors are written in, negotiated once from `Accept`.
@@ -97,6 +102,7 @@ pub fn chain(srv: Arc<ApiServer>) -> Chain {
         .layer(goaway::GoawayLayer::new(srv.options.goaway_chance))
         .layer(metrics::MetricsLayer::new(srv.clone()))
         .layer(authentication::AuthenticationLayer::new(srv.clone()))
+        .layer(audit::AuditLayer::new(srv.clone()))
         .layer(impersonation::ImpersonationLayer::new(srv))
         .service(limited);
     tower::util::BoxCloneSyncService::new(chain)

@@ -178,7 +178,8 @@ async fn dispatch(
     let name = info.name.as_str();
     let dry = dry_run(query)?;
     let admit = |operation, options| {
-        let request = admission::Request { info, user: caller.user, operation, options, dry_run: dry };
+        let audit = caller.head.extensions.get::<crate::filters::audit::AuditHandle>().cloned();
+        let request = admission::Request { info, user: caller.user, operation, options, dry_run: dry, audit };
         RequestAdmission::new(&srv.admission, scope, request, View::Object)
     };
     match info.verb.as_str() {

@@ -52,7 +52,8 @@ pub(super) async fn subresource(
     let name = info.name.as_str();
     let dry = dry_run(query)?;
     let admit = |operation, options, view| {
-        let request = admission::Request { info, user: caller.user, operation, options, dry_run: dry };
+        let audit = caller.head.extensions.get::<crate::filters::audit::AuditHandle>().cloned();
+        let request = admission::Request { info, user: caller.user, operation, options, dry_run: dry, audit };
         RequestAdmission::new(&srv.admission, scope, request, view)
     };
     match (sub, info.verb.as_str()) {
