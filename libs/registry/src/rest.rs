@@ -417,29 +417,6 @@ impl RestStore {
         cache.watch(&list_prefix(spec, namespace), start, filter).map_err(watch_error)
     }
 
-    /// Checks that a namespaced write targets an existing, non-terminating namespace
-    /// (kube's NamespaceLifecycle admission).
-    async fn check_namespace(&self, spec: &ResourceSpec, namespace: &str, creating: bool) -> Result<()> {
-        let ns_spec = catalog::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("namespaces missing from catalog"))?;
-        let key = object_key(ns_spec, None, namespace);
-        let ns = match self.caches.cache(&ns_spec.key_prefix()).and_then(|c| c.get(&key)) {
-            Some(cached) => Some((*cached.object).clone()),
-            // The cache may lag a namespace created an instant ago: ask the store.
-            None => self.read(ns_spec, &key, namespace).await?.map(|kv| decode_stored(&kv)).transpose()?,
-        };
-        let Some(ns) = ns else {
-            return Err(ApiError::not_found(&GroupResource::new("", "namespaces"), namespace));
-        };
-        if creating && meta_str(&ns, "deletionTimestamp").is_some() {
-            return Err(ApiError::forbidden(format!(
-                "{} \"{}\" is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
-                group_resource(spec),
-                "",
-            )));
-        }
-        Ok(())
-    }
-
     fn check_type_and_namespace(spec: &ResourceSpec, obj: &mut Value, namespace: Option<&str>) -> Result<()> {
         if !obj.is_object() {
             return Err(ApiError::bad_request("the body of the request must be a JSON or YAML object"));
@@ -537,9 +514,6 @@ impl RestStore {
         let causes = strategy.validate(&obj);
         if !causes.is_empty() {
             return Err(ApiError::invalid(spec.group, spec.kind, &name, causes));
-        }
-        if spec.namespaced {
-            self.check_namespace(spec, namespace.unwrap_or_default(), true).await?;
         }
         if let Some(track) = hooks.track {
             track(None, &mut obj);
