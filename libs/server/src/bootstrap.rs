@@ -26,6 +26,16 @@ fn namespace(name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
 
+/// kube's system PriorityClasses (`system-node-critical`, `system-cluster-critical`), as its
+/// `scheduling/bootstrap-system-priority-classes` hook creates them; safe to run on every start
+/// and from several replicas at once.
+pub async fn system_priority_classes(rest: &RestStore) -> Result<(), ApiError> {
+    for class in kapi_admission_builtin::priority::system_class_objects() {
+        ensure(rest, "scheduling.k8s.io", "priorityclasses", None, class).await?;
+    }
+    Ok(())
+}
+
 /// The system namespaces; safe to run on every start and from several replicas at once.
 pub async fn system_namespaces(rest: &RestStore) -> Result<(), ApiError> {
     for ns in SYSTEM_NAMESPACES {

@@ -36,6 +36,7 @@ pub struct PostStart {
     system_namespaces: PostStartHook,
     bootstrap_controller: PostStartHook,
     bootstrap_roles: PostStartHook,
+    priority_classes: PostStartHook,
     identity_lease: Option<PostStartHook>,
     flow_control: Option<FlowControlHooks>,
 }
@@ -56,6 +57,7 @@ impl PostStart {
             system_namespaces: hooks.register("start-system-namespaces-controller"),
             bootstrap_controller: hooks.register("bootstrap-controller"),
             bootstrap_roles: hooks.register("rbac/bootstrap-roles"),
+            priority_classes: hooks.register("scheduling/bootstrap-system-priority-classes"),
             identity_lease: endpoint_leases.then(|| hooks.register("start-kube-apiserver-identity-lease-controller")),
             flow_control: priority_and_fairness.then(|| FlowControlHooks {
                 producer: hooks.register("priority-and-fairness-config-producer"),
@@ -93,6 +95,10 @@ impl PostStart {
                 };
                 self.bootstrap_roles.run(HOOK_BUDGET, || rbac_bootstrap::run(&rest, &policy)).await
             }
+        });
+        tasks.spawn({
+            let rest = rest.clone();
+            async move { self.priority_classes.run(HOOK_BUDGET, || bootstrap::system_priority_classes(&rest)).await }
         });
         if let (Some(hooks), Some(fc)) = (self.flow_control, srv.flow_control.clone()) {
             spawn_flow_control(&mut tasks, hooks, rest.clone(), fc);

@@ -103,10 +103,11 @@ fn lines(list: &[&str]) -> String {
     list.iter().map(|l| format!("{l}\n")).collect()
 }
 
-const HOOKS: [&str; 7] = [
+const HOOKS: [&str; 8] = [
     "poststarthook/start-system-namespaces-controller",
     "poststarthook/bootstrap-controller",
     "poststarthook/rbac/bootstrap-roles",
+    "poststarthook/scheduling/bootstrap-system-priority-classes",
     "poststarthook/start-kube-apiserver-identity-lease-controller",
     // The extensions tier's, as kube's apiextensions-apiserver registers them.
     "poststarthook/start-apiextensions-informers",
