@@ -7,6 +7,7 @@
 
 mod admission;
 mod apf;
+mod audit;
 mod authz;
 mod client;
 mod crds;
@@ -69,6 +70,8 @@ enum Section {
     Crds,
     /// Creates with no admission webhook, one and five no-op validating webhooks.
     Admission,
+    /// Creates and GETs without auditing and with every request audited at Metadata.
+    Audit,
     /// API Priority and Fairness off vs on: one user floods with LISTs while another does GETs
     /// and writes, a leader-election client renews a Lease and system:masters reads.
     Apf,
@@ -650,6 +653,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Admission) {
         report.push_str(&admission::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Audit) {
+        report.push_str(&audit::run(&cli.kapi_bin, cli.quick).await?);
     }
     if wants(Section::Apf) {
         report.push_str(&apf::run(&cli.kapi_bin, cli.quick).await?);
