@@ -86,6 +86,20 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
             "StorageObjectInUseProtection" => Box::new(kapi_admission_builtin::StorageObjectInUseProtection::new()),
             "TaintNodesByCondition" => Box::new(kapi_admission_builtin::TaintNodesByCondition::new()),
             "PersistentVolumeClaimResize" => Box::new(kapi_admission_builtin::PersistentVolumeClaimResize::new(context.rest.clone())),
+            // A configuration kube refuses stops start-up, as kube's `couldn't init admission plugin`.
+            "PodSecurity" => match options
+                .config
+                .config_for("PodSecurity")
+                .map_err(|e| e.to_string())
+                .and_then(|c| kapi_admission_builtin::PodSecurity::new(context.rest.clone(), c.as_ref()))
+            {
+                Ok(plugin) => Box::new(plugin),
+                Err(e) => {
+                    tracing::error!("couldn't init admission plugin \"PodSecurity\": {e}");
+                    eprintln!("Error: couldn't init admission plugin \"PodSecurity\": {e}");
+                    std::process::exit(1);
+                }
+            },
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
                 context.rest.clone(),
