@@ -638,7 +638,8 @@ async fn build_server(
     let admission = crate::admission::build_chain(
         &opts.admission,
         crate::admission::PluginContext { rest: rest.clone(), tiers: chain.clone(), authorizer: authorizer.clone(), rbac: rbac.clone() },
-    );
+    )
+    .map_err(StartError::Config)?;
     let audit = match &opts.audit {
         Some((policy, log)) => {
             let backend = kapi_audit::LogBackend::start(log.clone()).map_err(|source| StartError::Io { context: format!("opening the audit log {}", log.path.display()), source })?;

@@ -63,8 +63,9 @@ pub struct PluginContext {
 
 /// The chain: RBAC escalation prevention first (kube runs it in the RBAC registries, ahead of
 /// validating admission), then the enabled plugins kapi implements, in kube's order. Enabled
-/// plugins kapi does not implement yet are named in the log once.
-pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain {
+/// plugins kapi does not implement yet are named in the log once. A plugin configuration kube
+/// refuses stops start-up, as kube's `couldn't init admission plugin`.
+pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result<Chain, String> {
     let mut plugins: Vec<Box<dyn AdmissionPlugin>> = Vec::new();
     if let Some(rbac) = context.rbac {
         plugins.push(Box::new(escalation::RbacEscalation { authorizer: context.authorizer.clone(), rbac }));
@@ -87,19 +88,11 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
             "TaintNodesByCondition" => Box::new(kapi_admission_builtin::TaintNodesByCondition::new()),
             "PersistentVolumeClaimResize" => Box::new(kapi_admission_builtin::PersistentVolumeClaimResize::new(context.rest.clone())),
             // A configuration kube refuses stops start-up, as kube's `couldn't init admission plugin`.
-            "PodSecurity" => match options
-                .config
-                .config_for("PodSecurity")
-                .map_err(|e| e.to_string())
-                .and_then(|c| kapi_admission_builtin::PodSecurity::new(context.rest.clone(), c.as_ref()))
-            {
-                Ok(plugin) => Box::new(plugin),
-                Err(e) => {
-                    tracing::error!("couldn't init admission plugin \"PodSecurity\": {e}");
-                    eprintln!("Error: couldn't init admission plugin \"PodSecurity\": {e}");
-                    std::process::exit(1);
-                }
-            },
+            "PodSecurity" => {
+                let config = options.config.config_for("PodSecurity").map_err(|e| e.to_string());
+                let plugin = config.and_then(|c| kapi_admission_builtin::PodSecurity::new(context.rest.clone(), c.as_ref()));
+                Box::new(plugin.map_err(|e| format!("couldn't init admission plugin \"PodSecurity\": {e}"))?)
+            }
             "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
             "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
                 context.rest.clone(),
@@ -124,7 +117,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Chain 
     }
     let chain = Chain::new(plugins);
     tracing::info!(plugins = %chain.names().join(","), "admission chain");
-    chain
+    Ok(chain)
 }
 
 /// kube's options object of a write (`CreateOptions`, `UpdateOptions`, `PatchOptions`), as
