@@ -8,6 +8,7 @@
 //! back to a live read (a namespace the cache has not seen yet), so do they. Objects are seen
 //! in the request's version, which for every kind handled here is the only one kapi serves.
 
+pub mod certificates;
 pub mod default_ingress_class;
 pub mod default_storage_class;
 pub mod default_toleration_seconds;
@@ -22,6 +23,7 @@ pub mod runtime_class;
 pub mod storage_object_in_use_protection;
 pub mod taint_nodes_by_condition;
 
+pub use certificates::{CertificateApproval, CertificateSigning, CertificateSubjectRestriction};
 pub use default_ingress_class::DefaultIngressClass;
 pub use default_storage_class::DefaultStorageClass;
 pub use default_toleration_seconds::DefaultTolerationSeconds;

@@ -87,6 +87,9 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
             "StorageObjectInUseProtection" => Box::new(kapi_admission_builtin::StorageObjectInUseProtection::new()),
             "TaintNodesByCondition" => Box::new(kapi_admission_builtin::TaintNodesByCondition::new()),
             "PersistentVolumeClaimResize" => Box::new(kapi_admission_builtin::PersistentVolumeClaimResize::new(context.rest.clone())),
+            "CertificateApproval" => Box::new(kapi_admission_builtin::CertificateApproval::new(context.authorizer.clone())),
+            "CertificateSigning" => Box::new(kapi_admission_builtin::CertificateSigning::new(context.authorizer.clone())),
+            "CertificateSubjectRestriction" => Box::new(kapi_admission_builtin::CertificateSubjectRestriction::new()),
             // A configuration kube refuses stops start-up, as kube's `couldn't init admission plugin`.
             "PodSecurity" => {
                 let config = options.config.config_for("PodSecurity").map_err(|e| e.to_string());

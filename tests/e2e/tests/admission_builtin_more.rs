@@ -1,0 +1,117 @@
+//! More of kube's built-in admission with kubectl (issue 16): signing a
+//! CertificateSigningRequest needs `sign` on its signer (CertificateSigning), and the
+//! kube-apiserver-client signer is never asked for `system:masters` (CertificateSubjectRestriction).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use kapi_e2e::{Kapi, OutputExt, Request};
+use serde_json::{json, Value};
+
+/// Writes `obj` as a manifest kubectl can read.
+fn manifest(dir: &tempfile::TempDir, name: &str, obj: &Value) -> PathBuf {
+    let path = dir.path().join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(obj).unwrap()).unwrap();
+    path
+}
+
+/// A PEM certificate request made by openssl for `subject`.
+fn certificate_request(dir: &tempfile::TempDir, subject: &str) -> String {
+    let (key, csr) = (dir.path().join("csr.key"), dir.path().join("csr.pem"));
+    let out = Command::new("openssl")
+        .args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", subject, "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&csr)
+        .output()
+        .expect("run openssl");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(&csr).unwrap()
+}
+
+/// base64 as kube writes `[]byte` fields, without pulling a crate in for one call.
+fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn csr(name: &str, signer: &str, request: &str) -> Value {
+    json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": name},
+        "spec": {"signerName": signer, "request": base64(request.as_bytes()), "usages": ["client auth"]}})
+}
+
+#[test]
+fn csrs_for_system_masters_are_refused_and_signing_needs_sign_on_the_signer() {
+    let kapi = Kapi::start().expect("start kapi");
+    let dir = tempfile::tempdir().unwrap();
+
+    let masters = csr("masters", "kubernetes.io/kube-apiserver-client", &certificate_request(&dir, "/CN=eve/O=system:masters"));
+    let (ok, stdout, stderr) = kapi.kubectl(&["create", "-f", manifest(&dir, "masters", &masters).to_str().unwrap()]).outcome();
+    assert!(!ok, "created: {stdout}");
+    assert!(
+        stderr.contains(
+            "certificatesigningrequests.certificates.k8s.io \"masters\" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"
+        ),
+        "{stderr}"
+    );
+    let (found, _, _) = kapi.kubectl(&["get", "csr", "masters"]).outcome();
+    assert!(!found, "nothing stored when refused");
+
+    let alice = csr("alice", "example.com/signer", &certificate_request(&dir, "/CN=alice/O=dev"));
+    kapi.kubectl(&["create", "-f", manifest(&dir, "alice", &alice).to_str().unwrap()]).ok("create csr");
+
+    // The signer may write the status subresource, but nothing lets it sign for the signer.
+    let access = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "csr-signer"},
+        "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/status"], "verbs": ["update"]}]});
+    kapi.kubectl(&["create", "-f", manifest(&dir, "role", &access).to_str().unwrap()]).ok("create role");
+    kapi.kubectl(&["create", "clusterrolebinding", "csr-signer", "--clusterrole=csr-signer", "--user=signer"]).ok("bind");
+    let signer = kapi.issue_client_cert("signer", &[]);
+
+    // A signer that gives up on a request marks it Failed: a change of conditions is signing.
+    let stored: Value = serde_json::from_str(&kapi.kubectl(&["get", "csr", "alice", "-o", "json"]).ok("get csr")).unwrap();
+    let mut failed = stored.clone();
+    failed["status"] = json!({"conditions": [{"type": "Failed", "status": "True", "reason": "SignerGaveUp", "message": "no"}]});
+    let path = "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice/status";
+    let r = kapi.request(&Request::new("PUT", path).json(&failed).as_user(&signer));
+    assert_eq!((r.status, r.body["reason"].as_str()), (403, Some("Forbidden")), "{}", r.raw);
+    assert_eq!(
+        r.body["message"],
+        "certificatesigningrequests.certificates.k8s.io \"alice\" is forbidden: user not permitted to sign requests with signerName \"example.com/signer\"",
+        "{}",
+        r.raw
+    );
+    let conditions = kapi.kubectl(&["get", "csr", "alice", "-o", "jsonpath={.status.conditions}"]).ok("get csr");
+    assert_eq!(conditions, "", "nothing stored when refused");
+
+    // kube's rule for signers: sign on the signers resource, here for the signer's whole domain.
+    let rule = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "example-signer"},
+        "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "resourceNames": ["example.com/*"], "verbs": ["sign"]}]});
+    kapi.kubectl(&["create", "-f", manifest(&dir, "rule", &rule).to_str().unwrap()]).ok("create signer role");
+    kapi.kubectl(&["create", "clusterrolebinding", "example-signer", "--clusterrole=example-signer", "--user=signer"]).ok("bind signer");
+    let mut status = 0;
+    for _ in 0..50 {
+        // RBAC reaches the authorizer through the watch cache: a moment after the write.
+        let r = kapi.request(&Request::new("PUT", path).json(&failed).as_user(&signer));
+        status = r.status;
+        if status == 200 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(status, 200);
+    let condition = kapi.kubectl(&["get", "csr", "alice", "-o", "jsonpath={.status.conditions[0].type}"]).ok("get signed csr");
+    assert_eq!(condition, "Failed");
+}
