@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use kapi_apiextensions::cel::{CompileError, Declarations, Expression, ExpressionCompiler, ReturnType, Variable};
+use kapi_apiextensions::cel::{
+    CompileError, Declarations, Expression, ExpressionCompiler, Reads, ReturnType, Variable,
+};
 use serde_json::Value;
 
 /// kube's `failurePolicy` (Fail when absent).
@@ -63,6 +65,28 @@ pub(crate) struct CompiledPolicy {
     pub match_conditions: Vec<MatchCondition>,
     pub validations: Vec<Validation>,
     pub audit_annotations: Vec<AuditAnnotation>,
+    /// What its expressions read, so that only that is built and converted per request.
+    pub reads: Reads,
+    /// Whether its worst case is long enough to run off the async worker ([`SLOW_COST`]).
+    pub slow: bool,
+}
+
+/// The worst-case cost (the checker's estimate with every input at its largest) from which a
+/// policy's evaluation leaves the async worker: about a millisecond, if kube's budget of ten
+/// million is about a second. Cheaper policies (most: field checks without comprehensions) run
+/// in place, where moving the worker's other tasks to another thread would cost more than
+/// the evaluation itself.
+pub(crate) const SLOW_COST: u64 = 10_000;
+
+/// The reads and summed worst-case cost of a policy's expressions, variables included.
+pub(crate) fn footprint<'a>(
+    variables: &'a [Variable],
+    exprs: impl Iterator<Item = &'a Result<Expression, CompileError>>,
+) -> (Reads, u64) {
+    let compiled = variables.iter().map(Variable::result).chain(exprs).filter_map(|r| r.as_ref().ok());
+    compiled.fold((Reads::default(), 0), |(reads, cost), e| {
+        (reads.union(e.reads()), cost.saturating_add(e.estimated_cost()))
+    })
 }
 
 /// The variables and match conditions both kinds of policy have, compiled with `decls`; the
@@ -98,7 +122,7 @@ impl CompiledPolicy {
         let full = Declarations { params, authorizer: true };
         let messages = Declarations { params, authorizer: false };
         let (compiler, match_conditions) = compile_common(spec, full);
-        let validations = items(spec, "validations")
+        let validations: Vec<Validation> = items(spec, "validations")
             .iter()
             .map(|v| {
                 let message_expression = Some(text(v, "messageExpression"))
@@ -113,7 +137,7 @@ impl CompiledPolicy {
                 }
             })
             .collect();
-        let audit_annotations = items(spec, "auditAnnotations")
+        let audit_annotations: Vec<AuditAnnotation> = items(spec, "auditAnnotations")
             .iter()
             .map(|a| AuditAnnotation {
                 key: text(a, "key").to_owned(),
@@ -121,12 +145,20 @@ impl CompiledPolicy {
                 compiled: compiler.compile(text(a, "valueExpression"), ReturnType::StringOrNull, full),
             })
             .collect();
+        let variables = compiler.variables();
+        let exprs = match_conditions.iter().map(|m| &m.compiled).chain(validations.iter().flat_map(|v: &Validation| {
+            std::iter::once(&v.compiled).chain(v.message_expression.as_ref())
+        }));
+        let exprs = exprs.chain(audit_annotations.iter().map(|a| &a.compiled));
+        let (reads, cost) = footprint(&variables, exprs);
         CompiledPolicy {
             failure_policy: FailurePolicy::of(spec),
-            variables: compiler.variables(),
+            variables,
             match_conditions,
             validations,
             audit_annotations,
+            reads,
+            slow: cost >= SLOW_COST,
         }
     }
 }
@@ -155,6 +187,8 @@ pub(crate) struct CompiledMutatingPolicy {
     pub mutations: Vec<Option<Mutation>>,
     /// `reinvocationPolicy: IfNeeded`.
     pub reinvoke_if_needed: bool,
+    /// What its expressions read.
+    pub reads: Reads,
 }
 
 impl CompiledMutatingPolicy {
@@ -164,7 +198,7 @@ impl CompiledMutatingPolicy {
         let params = spec.get("paramKind").is_some_and(|p| !p.is_null());
         let decls = Declarations { params, authorizer: true };
         let (compiler, match_conditions) = compile_common(spec, decls);
-        let mutations = items(spec, "mutations")
+        let mutations: Vec<Option<Mutation>> = items(spec, "mutations")
             .iter()
             .map(|m| {
                 let (patch_type, ret, field) = match text(m, "patchType") {
@@ -178,12 +212,65 @@ impl CompiledMutatingPolicy {
                 Some(Mutation { patch_type, compiled: compiler.compile(text(expression, "expression"), ret, decls) })
             })
             .collect();
+        let variables = compiler.variables();
+        let exprs = match_conditions.iter().map(|m| &m.compiled);
+        let exprs = exprs.chain(mutations.iter().flatten().map(|m: &Mutation| &m.compiled));
+        let (reads, _) = footprint(&variables, exprs);
         CompiledMutatingPolicy {
             failure_policy: FailurePolicy::of(spec),
-            variables: compiler.variables(),
+            variables,
             match_conditions,
             mutations,
             reinvoke_if_needed: text(spec, "reinvocationPolicy") == "IfNeeded",
+            reads,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy(validations: Value, extra: Value) -> CompiledPolicy {
+        let mut spec = json!({"validations": validations});
+        if let Value::Object(m) = extra {
+            for (k, v) in m {
+                spec[k] = v;
+            }
+        }
+        CompiledPolicy::compile(&json!({"spec": spec}))
+    }
+
+    #[test]
+    fn a_field_check_reads_only_the_object_and_is_not_slow() {
+        let p = policy(json!([{"expression": "!has(object.data) || object.data.size() <= 16"}]), json!({}));
+        assert!(!p.slow);
+        assert!(p.reads.has("object"));
+        for other in ["oldObject", "params", "request", "namespaceObject", "authorizer"] {
+            assert!(!p.reads.has(other), "{other}");
+        }
+        // cheap enough to run unpriced (apiextensions' CHEAP)
+        let cost = p.validations[0].compiled.as_ref().unwrap().estimated_cost();
+        assert!(cost <= 1_000, "{cost}");
+    }
+
+    #[test]
+    fn reads_gather_variables_messages_and_match_conditions() {
+        let p = policy(
+            json!([{"expression": "variables.v", "messageExpression": "string(request.name)"}]),
+            json!({"variables": [{"name": "v", "expression": "namespaceObject.metadata.name == 'x'"}],
+                   "matchConditions": [{"name": "m", "expression": "authorizer.requestResource.check('get').allowed()"}]}),
+        );
+        for read in ["request", "namespaceObject", "authorizer"] {
+            assert!(p.reads.has(read), "{read}");
+        }
+        assert!(!p.reads.has("object") && !p.reads.has("params"));
+    }
+
+    #[test]
+    fn a_comprehension_over_the_object_is_slow() {
+        let p = policy(json!([{"expression": "object.spec.containers.all(c, c.image != 'x')"}]), json!({}));
+        assert!(p.slow);
     }
 }

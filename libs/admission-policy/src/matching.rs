@@ -29,15 +29,13 @@ pub(crate) struct MatchInput<'a> {
     pub resolver: &'a dyn ParamResolver,
 }
 
-fn strings(v: &Value, key: &str) -> Vec<String> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default()
+/// The strings of `v[key]`, read in place (matching runs on every write).
+fn strings<'a>(v: &'a Value, key: &str) -> impl Iterator<Item = &'a str> {
+    v.get(key).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str)
 }
 
-fn exact_or_wildcard(items: &[String], requested: &str) -> bool {
-    items.iter().any(|i| i == "*" || i == requested)
+fn exact_or_wildcard<'a>(mut items: impl Iterator<Item = &'a str>, requested: &str) -> bool {
+    items.any(|i| i == "*" || i == requested)
 }
 
 fn is_namespaces(resource: &Gvx) -> bool {
@@ -61,21 +59,21 @@ fn rule_matches(rule: &Value, attrs: &Attributes, resource: &Gvx) -> bool {
         "Cluster" => is_namespaces(resource) || attrs.namespace.is_empty(),
         _ => false,
     };
-    let operation = strings(rule, "operations").iter().any(|o| o == "*" || o == attrs.operation.as_str());
-    let resources = strings(rule, "resources").iter().any(|r| {
+    let operation = exact_or_wildcard(strings(rule, "operations"), attrs.operation.as_str());
+    let resources = strings(rule, "resources").any(|r| {
         let (res, sub) = r.split_once('/').unwrap_or((r, ""));
         (res == "*" || res == resource.name) && (sub == "*" || sub == attrs.subresource)
     });
     scope
         && operation
-        && exact_or_wildcard(&strings(rule, "apiGroups"), &resource.group)
-        && exact_or_wildcard(&strings(rule, "apiVersions"), &resource.version)
+        && exact_or_wildcard(strings(rule, "apiGroups"), &resource.group)
+        && exact_or_wildcard(strings(rule, "apiVersions"), &resource.version)
         && resources
 }
 
 fn names_match(rule: &Value, attrs: &Attributes) -> bool {
-    let names = strings(rule, "resourceNames");
-    names.is_empty() || names.contains(&attrs.name)
+    let mut names = strings(rule, "resourceNames").peekable();
+    names.peek().is_none() || names.any(|n| n == attrs.name)
 }
 
 /// kube's `matchesResourceRules`: the request's resource first, then, under `Equivalent`, the
@@ -148,8 +146,8 @@ fn object_matches(mr: &Value, attrs: &Attributes) -> Result<bool, String> {
     Ok(m(&attrs.object) || m(&attrs.old_object))
 }
 
-fn rules(mr: &Value, key: &str) -> Vec<Value> {
-    mr.get(key).and_then(Value::as_array).cloned().unwrap_or_default()
+fn rules<'a>(mr: &'a Value, key: &str) -> &'a [Value] {
+    mr.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
 /// kube's `Matcher.Matches` over `matchConstraints` or a binding's `matchResources`: Ok(None)
@@ -164,14 +162,14 @@ pub(crate) fn matches(mr: &Value, input: &MatchInput<'_>) -> Result<Option<Match
         return Ok(None);
     }
     let equivalent = mr.get("matchPolicy").and_then(Value::as_str) != Some("Exact");
-    if matches_rules(&rules(mr, "excludeResourceRules"), equivalent, input).is_some() {
+    if matches_rules(rules(mr, "excludeResourceRules"), equivalent, input).is_some() {
         return Ok(None);
     }
     let resource_rules = rules(mr, "resourceRules");
     let matched = if resource_rules.is_empty() {
         Matched { resource: input.attrs.resource.clone(), kind: input.attrs.kind.clone() }
     } else {
-        match matches_rules(&resource_rules, equivalent, input) {
+        match matches_rules(resource_rules, equivalent, input) {
             Some(m) => m,
             None => return Ok(None),
         }

@@ -192,15 +192,19 @@ impl MutatingAdmissionPolicy {
         let namespace_object = match matching::request_namespace(attrs) {
             "" => None,
             _ if own_namespace => None,
-            ns => match caches.namespace(ns) {
-                Some(n) => Some(request::namespace_object(&n)),
+            ns => match caches.namespace_shared(ns) {
+                Some(n) => invocations
+                    .iter()
+                    .any(|i| i.compiled.reads.has("namespaceObject"))
+                    .then(|| request::namespace_object(&n)),
                 None => {
                     let gr = GroupResource { group: String::new(), resource: "namespaces".into() };
                     return Err(ApiError::not_found(&gr, ns));
                 }
             },
         };
-        let authorizer = self.authorizer.as_ref().map(|a| {
+        let reads_authorizer = invocations.iter().any(|i| i.compiled.reads.has("authorizer"));
+        let authorizer = self.authorizer.as_ref().filter(|_| reads_authorizer).map(|a| {
             let caching: Arc<dyn CelAuthorizer> = Arc::new(CachingAuthorizer::new(a.clone()));
             request::authorizer_input(attrs, caching)
         });
@@ -208,17 +212,18 @@ impl MutatingAdmissionPolicy {
             let c = &inv.compiled;
             let mut object = self.versioned(attrs.object.as_ref(), &attrs.kind, &inv.matched.kind)?;
             let old_object = self.versioned(attrs.old_object.as_ref(), &attrs.kind, &inv.matched.kind)?;
-            let request = request::for_match(attrs, &inv.matched);
+            let request = c.reads.has("request").then(|| request::for_match(attrs, &inv.matched));
             let base = Input {
                 object: None,
                 old_object: old_object.as_ref(),
                 params: inv.param.as_ref(),
-                request: Some(&request),
+                request: request.as_ref(),
                 namespace_object: None,
                 authorizer: authorizer.clone(),
             };
             if !c.match_conditions.is_empty() {
-                let activation = Arc::new(Activation::new(&Input { object: object.as_ref(), ..base.clone() }));
+                let activation =
+                    Arc::new(Activation::with_reads(&Input { object: object.as_ref(), ..base.clone() }, c.reads));
                 match validator::match_conditions(&c.match_conditions, &c.failure_policy, &c.variables, activation) {
                     Ok(true) => {}
                     Ok(false) => continue,
@@ -245,7 +250,7 @@ impl MutatingAdmissionPolicy {
                 };
                 let input =
                     Input { object: Some(current), namespace_object: namespace_object.as_ref(), ..base.clone() };
-                let activation = Arc::new(Activation::new(&input));
+                let activation = Arc::new(Activation::with_reads(&input, c.reads));
                 match self.mutate(mutation, c, activation, current, &inv.matched) {
                     Ok(next) => object = Some(next),
                     Err(MutationError::Status(e)) => return Err(e),

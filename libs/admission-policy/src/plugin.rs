@@ -1,10 +1,17 @@
 //! The `ValidatingAdmissionPolicy` admission plugin (kube's `policy/validating` dispatcher
-//! over `policy/generic`): on every write it reads the policies and bindings from the watch
-//! caches, so a change takes effect on every replica as soon as its cache has it; compiled
-//! policies are kept by uid and revision, so each version compiles once.
+//! over `policy/generic`): on every write it checks the policies and bindings in the watch
+//! caches, so a change takes effect on every replica as soon as its cache has it; the bound
+//! policies are paired with their bindings and compiled once per change of either cache
+//! ([`Bound`]), compiled policies are kept by uid and revision, so each version compiles once.
+//!
+//! A write pays for what its policies read: the object is converted for CEL only when an
+//! expression reads it, the AdmissionRequest and the Namespace are built only when one reads
+//! them, and evaluation stays on the async worker unless a policy's worst case is long
+//! ([`crate::compiled::SLOW_COST`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
@@ -14,12 +21,13 @@ use kapi_registry::rest::RestStore;
 use serde_json::Value;
 
 use crate::compiled::{CompiledPolicy, FailurePolicy};
+use kapi_apiextensions::cel::Reads;
 use crate::decisions::{AuditCollector, CachingAuthorizer, Denial, Dispatch};
 use crate::matching::{self, MatchInput, Matched};
 use crate::params;
 use crate::request;
 use crate::resolver::ParamResolver;
-use crate::source::{self, gvk_string, present, text, Caches, Compiled};
+use crate::source::{self, fingerprint, gvk_string, present, text, Caches, Compiled, Fingerprint};
 use crate::validator;
 
 /// kube's ValidatingAdmissionPolicy plugin.
@@ -28,6 +36,26 @@ pub struct ValidatingAdmissionPolicy {
     resolver: Arc<dyn ParamResolver>,
     authorizer: Option<Arc<dyn CelAuthorizer>>,
     compiled: Compiled<CompiledPolicy>,
+    bound: Mutex<Arc<Bound>>,
+}
+
+/// The policies that have bindings, compiled and paired with them, as of one state of the
+/// policy and binding caches; rebuilt when either changes.
+#[derive(Default)]
+struct Bound {
+    fingerprint: Option<(Fingerprint, Fingerprint)>,
+    /// In kube's informer order (kapi's: the policies' and bindings' names).
+    policies: Vec<BoundPolicy>,
+    /// Whether any policy's worst case is long ([`CompiledPolicy::slow`]).
+    slow: bool,
+    /// What any policy reads (the authorizer is set up per request only if one asks).
+    reads: Reads,
+}
+
+struct BoundPolicy {
+    policy: Arc<Value>,
+    compiled: Arc<CompiledPolicy>,
+    bindings: Vec<Arc<Value>>,
 }
 
 /// What every policy of one request reads.
@@ -42,48 +70,64 @@ impl ValidatingAdmissionPolicy {
     /// `resolver` finds param kinds (built-in or custom) and equivalent versions, `authorizer`
     /// backs `authorizer` in expressions (None: expressions that use it fail at evaluation).
     pub fn new(rest: RestStore, resolver: Arc<dyn ParamResolver>, authorizer: Option<Arc<dyn CelAuthorizer>>) -> Self {
-        ValidatingAdmissionPolicy { rest, resolver, authorizer, compiled: Compiled::default() }
+        let bound = Mutex::default();
+        ValidatingAdmissionPolicy { rest, resolver, authorizer, compiled: Compiled::default(), bound }
     }
 
-    fn dispatch(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
-        if source::exempt(attrs) {
-            return Ok(());
-        }
+    /// The bound policies now: the last ones if neither cache changed since.
+    fn bound(&self) -> Arc<Bound> {
         let caches = Caches(&self.rest);
         let policies = caches.list_all("validatingadmissionpolicies");
-        self.compiled.forget_missing(&policies);
-        let mut bindings: BTreeMap<String, Vec<Arc<Value>>> = BTreeMap::new();
-        for (_, b) in caches.list_all("validatingadmissionpolicybindings") {
-            bindings.entry(text(&b, "/spec/policyName").to_owned()).or_default().push(b);
+        let bindings = caches.list_all("validatingadmissionpolicybindings");
+        let now = (fingerprint(&policies), fingerprint(&bindings));
+        let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        if bound.fingerprint == Some(now) {
+            return bound.clone();
         }
+        self.compiled.forget_missing(&policies);
+        let mut by_policy: BTreeMap<&str, Vec<Arc<Value>>> = BTreeMap::new();
+        for (_, b) in &bindings {
+            by_policy.entry(text(b, "/spec/policyName")).or_default().push(b.clone());
+        }
+        let mut next = Bound { fingerprint: Some(now), ..Bound::default() };
+        for (revision, policy) in &policies {
+            let Some(bindings) = by_policy.remove(text(policy, "/metadata/name")) else { continue };
+            let compiled = self.compiled.get(policy, *revision, CompiledPolicy::compile);
+            next.slow |= compiled.slow;
+            next.reads = next.reads.union(compiled.reads);
+            next.policies.push(BoundPolicy { policy: policy.clone(), compiled, bindings });
+        }
+        *bound = Arc::new(next);
+        bound.clone()
+    }
+
+    fn dispatch(&self, bound: &Bound, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
+        let caches = Caches(&self.rest);
         let mut dispatch = Dispatch::default();
         // one cache of authorization decisions per request, as kube's caching authorizer
-        let authorizer = self.authorizer.as_ref().map(|a| {
+        let authorizer = self.authorizer.as_ref().filter(|_| bound.reads.has("authorizer")).map(|a| {
             let caching: Arc<dyn CelAuthorizer> = Arc::new(CachingAuthorizer::new(a.clone()));
             request::authorizer_input(attrs, caching)
         });
         let namespace_of = |name: &str| caches.namespace(name);
         let input = MatchInput { attrs, namespace: &namespace_of, resolver: self.resolver.as_ref() };
-        // kube's order is its informer's; kapi's is the policies' and bindings' names
-        for (revision, policy) in &policies {
-            let name = text(policy, "/metadata/name");
-            let Some(bindings) = bindings.get(name) else { continue };
+        for p in &bound.policies {
             let scope = Scope { input: &input, caches: &caches, authorizer: authorizer.as_ref() };
-            self.policy(policy, *revision, bindings, &scope, &mut dispatch, outcome)?;
+            self.policy(p, &scope, &mut dispatch, outcome)?;
         }
         dispatch.finish(attrs, outcome)
     }
 
     fn policy(
         &self,
-        policy: &Value,
-        revision: u64,
-        bindings: &[Arc<Value>],
+        bound: &BoundPolicy,
         scope: &Scope<'_>,
         dispatch: &mut Dispatch,
         outcome: &mut Outcome,
     ) -> Result<(), ApiError> {
         let (input, caches) = (scope.input, scope.caches);
+        let (policy, bindings, compiled) = (bound.policy.as_ref(), &bound.bindings, &bound.compiled);
+        let reads = compiled.reads;
         let name = text(policy, "/metadata/name").to_owned();
         let failure = FailurePolicy::of(policy.get("spec").unwrap_or(&Value::Null));
         let param_kind = present(policy, "/spec/paramKind");
@@ -105,7 +149,6 @@ impl ValidatingAdmissionPolicy {
             dispatch.config_error(&failure, &name, None, &e);
             return Ok(());
         }
-        let compiled = self.compiled.get(policy, revision, CompiledPolicy::compile);
         let mut annotations = AuditCollector::default();
         let attrs = input.attrs;
         for binding in bindings {
@@ -151,31 +194,32 @@ impl ValidatingAdmissionPolicy {
             // kube: a Namespace has no namespace object of its own
             let own_namespace =
                 attrs.kind.group.is_empty() && attrs.kind.version == "v1" && attrs.kind.name == "Namespace";
+            // kube looks the namespace up whether or not an expression reads it
             let namespace_object = match namespace {
                 "" => None,
                 _ if own_namespace => None,
-                ns => match caches.namespace(ns) {
-                    Some(n) => Some(request::namespace_object(&n)),
+                ns => match caches.namespace_shared(ns) {
+                    Some(n) => reads.has("namespaceObject").then(|| request::namespace_object(&n)),
                     None => {
                         let gr = GroupResource { group: String::new(), resource: "namespaces".into() };
                         return Err(ApiError::not_found(&gr, ns));
                     }
                 },
             };
-            let request = request::for_match(attrs, &matched);
+            let request = reads.has("request").then(|| request::for_match(attrs, &matched));
             for param in &params {
                 let input = Input {
-                    object: object.as_ref(),
-                    old_object: old_object.as_ref(),
+                    object: object.as_deref(),
+                    old_object: old_object.as_deref(),
                     params: param.as_ref(),
-                    request: Some(&request),
+                    request: request.as_ref(),
                     namespace_object: namespace_object.as_ref(),
                     authorizer: scope.authorizer.cloned(),
                 };
-                let activation = Arc::new(Activation::new(&input));
+                let activation = Arc::new(Activation::with_reads(&input, reads));
                 let without_namespace =
-                    || Arc::new(Activation::new(&Input { namespace_object: None, ..input.clone() }));
-                let result = validator::validate(&compiled, activation, without_namespace);
+                    || Arc::new(Activation::with_reads(&Input { namespace_object: None, ..input.clone() }, reads));
+                let result = validator::validate(compiled, activation, without_namespace);
                 let denial = Denial {
                     policy: &name,
                     binding: &binding_name,
@@ -188,16 +232,21 @@ impl ValidatingAdmissionPolicy {
         Ok(())
     }
 
-    /// The object and old object in the matched kind's version.
-    fn versioned(&self, attrs: &Attributes, matched: &Matched) -> Result<(Option<Value>, Option<Value>), String> {
+    /// The object and old object in the matched kind's version (the request's own, not copied,
+    /// when it is that version).
+    fn versioned<'a>(&self, attrs: &'a Attributes, matched: &Matched) -> Result<Versioned<'a>, String> {
         if matched.kind == attrs.kind {
-            return Ok((attrs.object.clone(), attrs.old_object.clone()));
+            return Ok((attrs.object.as_ref().map(Cow::Borrowed), attrs.old_object.as_ref().map(Cow::Borrowed)));
         }
-        let convert =
-            |o: &Option<Value>| o.as_ref().map(|o| self.resolver.convert(o, &attrs.kind, &matched.kind)).transpose();
+        let convert = |o: &Option<Value>| {
+            o.as_ref().map(|o| self.resolver.convert(o, &attrs.kind, &matched.kind).map(Cow::Owned)).transpose()
+        };
         Ok((convert(&attrs.object)?, convert(&attrs.old_object)?))
     }
 }
+
+/// An object and an old object, borrowed or converted.
+type Versioned<'a> = (Option<Cow<'a, Value>>, Option<Cow<'a, Value>>);
 
 #[async_trait]
 impl AdmissionPlugin for ValidatingAdmissionPolicy {
@@ -210,14 +259,23 @@ impl AdmissionPlugin for ValidatingAdmissionPolicy {
     }
 
     async fn validate(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
-        // Evaluation may run up to kube's budget (about a second of CPU): off the worker's
-        // queue where the runtime allows it, so that other requests keep being served.
+        if source::exempt(attrs) {
+            return Ok(());
+        }
+        let bound = self.bound();
+        if bound.policies.is_empty() {
+            return Ok(());
+        }
+        // A policy whose worst case nears kube's budget (about a second of CPU) is evaluated
+        // off the worker's queue where the runtime allows it, so that other requests keep being
+        // served; cheap ones run in place, where handing the worker's other tasks to another
+        // thread (block_in_place) would cost more than the evaluation.
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if multi_thread && Caches(&self.rest).any("validatingadmissionpolicybindings") {
-            tokio::task::block_in_place(|| self.dispatch(attrs, outcome))
+        if bound.slow && multi_thread {
+            tokio::task::block_in_place(|| self.dispatch(&bound, attrs, outcome))
         } else {
-            self.dispatch(attrs, outcome)
+            self.dispatch(&bound, attrs, outcome)
         }
     }
 }

@@ -46,6 +46,12 @@ impl Caches<'_> {
         cache.list(&prefix).0.into_iter().map(|o| (o.revision, o.object)).collect()
     }
 
+    /// The Namespace of that name as cached (shared, not copied).
+    pub(crate) fn namespace_shared(&self, name: &str) -> Option<Arc<Value>> {
+        let prefix = catalog::find("", "v1", "namespaces")?.key_prefix();
+        self.0.caches().cache(&prefix)?.get(&format!("{prefix}{name}")).map(|o| o.object)
+    }
+
     /// Whether any object of an admissionregistration resource exists.
     pub(crate) fn any(&self, resource: &str) -> bool {
         let Some(spec) = catalog::find(GROUP, "v1", resource) else { return false };
@@ -88,6 +94,15 @@ pub(crate) fn gvk_string(param_kind: &Value) -> String {
     let api_version = text(param_kind, "/apiVersion");
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     format!("{group}/{version}, Kind={}", text(param_kind, "/kind"))
+}
+
+/// What identifies one state of a listed cache: how many objects, and the newest revision
+/// among them (any create, update or delete changes one or the other).
+pub(crate) type Fingerprint = (usize, u64);
+
+/// The fingerprint of a listing from [`Caches::list_all`].
+pub(crate) fn fingerprint(items: &[(u64, Arc<Value>)]) -> Fingerprint {
+    (items.len(), items.iter().map(|(r, _)| *r).max().unwrap_or(0))
 }
 
 /// Compiled policies by uid, each kept with the revision it was compiled at.

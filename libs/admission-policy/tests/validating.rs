@@ -236,6 +236,50 @@ async fn authorizer_checks() {
     );
 }
 
+// a validation that reads the authorizer only through a variable still has its functions
+#[tokio::test]
+async fn authorizer_checks_through_a_variable() {
+    let rules = Rules { allowed: vec![("alice".into(), "scale".into(), "deployments".into())], ..Rules::default() };
+    let c = Cluster::with_authorizer(rules).await;
+    let extra = json!({"variables": [{"name": "scale", "expression": "authorizer.group('apps').resource('deployments').namespace(object.metadata.namespace).check('scale')"}]});
+    c.policy(deployment_policy("p", limit("object.spec.replicas <= 5 || variables.scale.allowed()"), extra)).await;
+    c.binding("b", "p", json!({})).await;
+    assert!(c.admit(&create_deployment(deployment("default", "web", 10), "alice")).await.0.is_ok());
+    let err = c.admit(&create_deployment(deployment("default", "web", 10), "bob")).await.0.unwrap_err();
+    assert!(err.message.ends_with("failed expression: object.spec.replicas <= 5 || variables.scale.allowed()"), "{}", err.message);
+}
+
+// the bound policies are kept between writes: a binding or policy written later is seen
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bindings_and_policies_written_later_apply_at_once() {
+    let c = Cluster::new().await;
+    c.policy(deployment_policy("p", limit("object.spec.replicas <= 5"), json!({}))).await;
+    assert!(c.admit(&create_deployment(deployment("default", "web", 10), "alice")).await.0.is_ok());
+    c.binding("b", "p", json!({})).await;
+    assert!(c.admit(&create_deployment(deployment("default", "web", 10), "alice")).await.0.is_err());
+    assert!(c.admit(&create_deployment(deployment("default", "web", 2), "alice")).await.0.is_ok());
+    // a second policy, bound before it exists
+    c.binding("b2", "q", json!({})).await;
+    assert!(c.admit(&create_deployment(deployment("default", "web", 2), "alice")).await.0.is_ok());
+    c.policy(deployment_policy("q", limit("object.spec.replicas != 2"), json!({}))).await;
+    let err = c.admit(&create_deployment(deployment("default", "web", 2), "alice")).await.0.unwrap_err();
+    assert!(err.message.contains("ValidatingAdmissionPolicy 'q' with binding 'b2'"), "{}", err.message);
+}
+
+// a policy whose worst case is long runs off the worker (block_in_place) on the server's
+// runtime, and gives the same answers
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_costly_policy_on_the_multi_threaded_runtime() {
+    let c = Cluster::new().await;
+    let expression = "object.spec.template.spec.containers.all(x, x.image != 'bad')";
+    c.policy(deployment_policy("p", limit(expression), json!({}))).await;
+    c.binding("b", "p", json!({})).await;
+    assert!(c.admit(&create_deployment(deployment("default", "web", 1), "alice")).await.0.is_ok());
+    let mut d = deployment("default", "web", 1);
+    d["spec"]["template"]["spec"]["containers"][0]["image"] = json!("bad");
+    assert!(c.admit(&create_deployment(d, "alice")).await.0.is_err());
+}
+
 #[tokio::test]
 async fn cost_limit_exceeded() {
     let c = Cluster::new().await;

@@ -9,12 +9,12 @@
 //! ([`super::infer`]), as CRD rules are; over [`PER_CALL_LIMIT`] the expression fails as
 //! cel-go's cancelled evaluation does, past the budget nothing more runs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use cel::common::traits::Indexer;
-use cel::common::types::{CelString, Type};
+use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, Type};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::objects::Key;
@@ -23,13 +23,16 @@ use serde_json::Value;
 
 use super::authz::{self, AuthorizerVal, AuthzUser, CelAuthorizer, RequestResource, ResourceCheckVal};
 use super::check::Checker;
-use super::expression::{namespace_type, Expression, Variable};
+use super::expression::{namespace_type, Expression, Reads, Variable};
 use super::infer::{self, infer};
 use super::runtime::{to_cel, PER_CALL_LIMIT};
 use super::types::{Decl, Ty};
 
 /// `ExecutionError::FunctionError` functions whose message is the whole error text.
 const AS_IS: &str = "kapi.error";
+
+/// The worst-case cost under which an expression is not priced before it runs.
+const CHEAP: u64 = 1_000;
 
 /// The authorizer `authorizer` checks with, and for whom.
 #[derive(Clone)]
@@ -61,10 +64,11 @@ pub struct Input<'a> {
 
 /// The converted values of one [`Input`], shared by every expression evaluated on it.
 pub struct Activation {
-    /// For cost estimates.
-    values: Vec<(String, CelValue)>,
-    /// For the interpreter, converted once.
+    /// For the interpreter, converted once: only the values the expressions read.
     bound: BTreeMap<String, Box<dyn Val>>,
+    /// The same values as `cel::Value`s, for cost estimates; made from `bound` when an
+    /// expression first needs an estimate (most are cheap enough to need none).
+    values: OnceLock<Vec<(String, CelValue)>>,
 }
 
 impl std::fmt::Debug for Activation {
@@ -97,37 +101,77 @@ fn typed(decl: &Decl, v: &Value) -> CelValue {
     }
 }
 
+/// `to_cel(None, v)` straight into the interpreter's values, without the `cel::Value` step.
+fn json_val(v: &Value) -> Box<dyn Val> {
+    match v {
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Box::new(CelInt::from(i)),
+            None => Box::new(CelDouble::from(n.as_f64().unwrap_or(0.0))),
+        },
+        Value::String(x) => Box::new(CelString::from(x.clone())),
+        Value::Array(a) => Box::new(CelList::from(a.iter().map(json_val).collect::<Vec<_>>())),
+        Value::Object(m) => Box::new(CelMap::from(
+            m.iter().map(|(k, x)| (CelMapKey::from(k.clone()), json_val(x))).collect::<HashMap<_, _>>(),
+        )),
+    }
+}
+
+/// kube's typed Namespace, built once.
+fn namespace_decl() -> &'static Decl {
+    static DECL: OnceLock<Decl> = OnceLock::new();
+    DECL.get_or_init(namespace_type)
+}
+
 impl Activation {
     /// Converts `input` once for all the expressions that run on it.
     pub fn new(input: &Input<'_>) -> Activation {
-        let json = |v: Option<&Value>| v.map_or(CelValue::Null, |v| to_cel(None, v));
-        let mut values = vec![
-            ("object".to_string(), json(input.object)),
-            ("oldObject".to_string(), json(input.old_object)),
-            ("params".to_string(), json(input.params)),
-            ("request".to_string(), json(input.request)),
-            (
-                "namespaceObject".to_string(),
-                input.namespace_object.map_or(CelValue::Null, |n| typed(&namespace_type(), n)),
-            ),
-        ];
-        if let Some(a) = &input.authorizer {
+        Activation::with_reads(input, Reads::ALL)
+    }
+
+    /// Converts the values of `input` that `reads` names (the union of what the expressions
+    /// to run read, [`super::Expression::reads`]); the others are not bound at all.
+    pub fn with_reads(input: &Input<'_>, reads: Reads) -> Activation {
+        let json = |v: Option<&Value>| v.map_or_else(|| Box::new(CelNull) as Box<dyn Val>, json_val);
+        let mut bound: BTreeMap<String, Box<dyn Val>> = BTreeMap::new();
+        let mut bind = |name: &str, make: &dyn Fn() -> Box<dyn Val>| {
+            if reads.has(name) {
+                bound.insert(name.to_owned(), make());
+            }
+        };
+        bind("object", &|| json(input.object));
+        bind("oldObject", &|| json(input.old_object));
+        bind("params", &|| json(input.params));
+        bind("request", &|| json(input.request));
+        bind("namespaceObject", &|| {
+            let v = input.namespace_object.map_or(CelValue::Null, |n| typed(namespace_decl(), n));
+            Box::<dyn Val>::try_from(v).unwrap_or_else(|_| Box::new(CelNull))
+        });
+        if let Some(a) = input.authorizer.as_ref().filter(|_| reads.has("authorizer")) {
             let val = AuthorizerVal { authz: a.authorizer.clone(), user: a.user.clone() };
-            values.push((
-                "authorizer.requestResource".into(),
-                authz::opaque_val(ResourceCheckVal::for_request(val.clone(), &a.request_resource)),
-            ));
-            values.push(("authorizer".into(), authz::opaque_val(val)));
+            let check = authz::opaque_val(ResourceCheckVal::for_request(val.clone(), &a.request_resource));
+            for (name, v) in [("authorizer.requestResource", check), ("authorizer", authz::opaque_val(val))] {
+                if let Ok(b) = Box::<dyn Val>::try_from(v) {
+                    bound.insert(name.into(), b);
+                }
+            }
         }
-        let bound = values
-            .iter()
-            .filter_map(|(k, v)| Box::<dyn Val>::try_from(v.clone()).ok().map(|b| (k.clone(), b)))
-            .collect();
-        Activation { values, bound }
+        Activation { bound, values: OnceLock::new() }
     }
 
     fn has_authorizer(&self) -> bool {
         self.bound.contains_key("authorizer")
+    }
+
+    /// The bound values as `cel::Value`s, for cost estimates.
+    fn values(&self) -> &[(String, CelValue)] {
+        self.values.get_or_init(|| {
+            self.bound
+                .iter()
+                .map(|(k, v)| (k.clone(), CelValue::try_from(v.as_ref()).unwrap_or(CelValue::Null)))
+                .collect()
+        })
     }
 }
 
@@ -307,7 +351,7 @@ impl LazyVariables {
     /// The estimated cost of evaluating `expr` on the activation.
     fn estimate(&self, expr: &Expression) -> u64 {
         let mut decls: Vec<(String, Decl)> =
-            self.activation.values.iter().map(|(name, v)| (name.clone(), infer(v, &expr.names))).collect();
+            self.activation.values().iter().map(|(name, v)| (name.clone(), infer(v, &expr.names))).collect();
         let mut fields = BTreeMap::new();
         for (i, v) in self.variables.iter().enumerate() {
             if expr.variables.contains(&v.name) {
@@ -321,7 +365,10 @@ impl LazyVariables {
 
     /// Prices and runs `expr`: its result and cost.
     fn run(&self, expr: &Expression) -> (Result<CelValue, ExecutionError>, u64) {
-        let cost = self.estimate(expr);
+        // An expression whose worst case is cheap is charged that worst case: pricing it with
+        // the actual values would cost more than running it (at most CHEAP per expression is
+        // overcharged, a ten-thousandth of the budget).
+        let cost = if expr.static_cost <= CHEAP { expr.static_cost } else { self.estimate(expr) };
         if cost > PER_CALL_LIMIT {
             return (Err(failure("operation cancelled: actual cost limit exceeded".into())), PER_CALL_LIMIT);
         }
@@ -331,7 +378,9 @@ impl LazyVariables {
         let resolver = Resolver { activation: &self.activation, variables: self };
         let mut ctx = Context::with_env(env);
         ctx.set_variable_resolver(&resolver);
-        if self.activation.has_authorizer() {
+        // a value read through a variable may be one of the authorizer's
+        let authorizer = expr.reads().has("authorizer") || !expr.variables.is_empty();
+        if self.activation.has_authorizer() && authorizer {
             if let Err(e) = authz::register(&mut ctx) {
                 return (Err(failure(format!("unexpected error loading the authorizer library: {e}"))), 0);
             }

@@ -66,6 +66,48 @@ impl CompileError {
     }
 }
 
+/// Which of a request's values an expression reads (`object`, `oldObject`, `params`,
+/// `request`, `namespaceObject`, `authorizer`): an [`super::Activation`] converts only those, so
+/// a policy that reads `object.data` does not pay for converting the AdmissionRequest and the
+/// Namespace on every write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Reads(u8);
+
+/// The names an activation binds, in [`Reads`]'s bit order.
+pub(crate) const ACTIVATION_NAMES: [&str; 6] =
+    ["object", "oldObject", "params", "request", "namespaceObject", "authorizer"];
+
+impl Reads {
+    /// Every value (what an activation built without knowing its expressions converts).
+    pub const ALL: Reads = Reads(0b11_1111);
+
+    /// Whether `name` (one of the activation's names; `authorizer.requestResource` counts as
+    /// `authorizer`) is read.
+    pub fn has(self, name: &str) -> bool {
+        let name = if name == "authorizer.requestResource" { "authorizer" } else { name };
+        ACTIVATION_NAMES.iter().position(|n| *n == name).is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+
+    /// What either reads.
+    pub fn union(self, other: Reads) -> Reads {
+        Reads(self.0 | other.0)
+    }
+
+    fn of(e: &IdedExpr) -> Reads {
+        let mut bits = 0;
+        super::compile::find(e, &mut |x| {
+            if let Expr::Ident(n) = &x.expr {
+                let n = if n == "authorizer.requestResource" { "authorizer" } else { n.as_str() };
+                if let Some(i) = ACTIVATION_NAMES.iter().position(|a| *a == n) {
+                    bits |= 1 << i;
+                }
+            }
+            false
+        });
+        Reads(bits)
+    }
+}
+
 /// A compiled expression, shared read-only by every evaluation.
 #[derive(Debug, Clone)]
 pub struct Expression {
@@ -80,7 +122,9 @@ pub struct Expression {
     pub(crate) names: Arc<BTreeSet<String>>,
     /// The policy variables it reads.
     pub(crate) variables: Vec<String>,
-    static_cost: u64,
+    /// The request's values it reads itself (not through variables).
+    reads: Reads,
+    pub(crate) static_cost: u64,
 }
 
 impl Expression {
@@ -98,6 +142,12 @@ impl Expression {
     /// The result type as cel-go names it (`bool`, `string`, `dyn`, `list(int)`).
     pub fn output_type(&self) -> String {
         self.output.name()
+    }
+
+    /// The request's values it reads itself; a policy's are the union over its expressions and
+    /// variables.
+    pub fn reads(&self) -> Reads {
+        self.reads
     }
 }
 
@@ -376,6 +426,7 @@ impl ExpressionCompiler {
             source: expression.to_string(),
             names: Arc::new(field_names(&checked)),
             variables: variables_read(&checked),
+            reads: Reads::of(&checked),
             checked: Arc::new(checked),
             mutation,
             output,

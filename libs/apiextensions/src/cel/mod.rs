@@ -49,7 +49,7 @@ pub use activation::{Activation, AuthorizerInput, EvalError, Evaluator, Input, O
 pub use authz::{AuthzAttributes, AuthzDecision, AuthzUser, CelAuthorizer, RequestResource};
 pub use compile::{CompiledRule, RuleSpec};
 pub use crd::validate_crd_schema;
-pub use expression::{CompileError, Declarations, Expression, ExpressionCompiler, ReturnType, Variable};
+pub use expression::{CompileError, Declarations, Expression, ExpressionCompiler, Reads, ReturnType, Variable};
 pub use funcs::environment;
 pub use runtime::{PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET};
 
