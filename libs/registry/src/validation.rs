@@ -10,6 +10,7 @@ mod admission_cel;
 mod admission_policy;
 mod cluster;
 mod config;
+mod mutating_policy;
 mod pod;
 mod rbac;
 mod service;
@@ -66,6 +67,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         }
         (ADMISSION, "ValidatingAdmissionPolicy") => admission_policy::validate_policy(obj),
         (ADMISSION, "ValidatingAdmissionPolicyBinding") => admission_policy::validate_policy_binding(obj),
+        (ADMISSION, k @ ("MutatingAdmissionPolicy" | "MutatingAdmissionPolicyBinding")) => mutating_policy::validate(k, obj),
         ("policy", "PodDisruptionBudget") => cluster::validate_pdb(obj),
         ("networking.k8s.io", "NetworkPolicy") => cluster::validate_network_policy(obj),
         ("networking.k8s.io", "IngressClass") => cluster::validate_ingress_class(obj),

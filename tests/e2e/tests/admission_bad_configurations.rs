@@ -34,6 +34,18 @@ fn binding(name: &str, spec: Value) -> (String, Value) {
     ("validatingadmissionpolicybindings".into(), json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name}, "spec": spec}))
 }
 
+fn mutating_policy(name: &str, edit: impl Fn(&mut Value)) -> (String, Value) {
+    let mut spec = json!({"reinvocationPolicy": "Never",
+        "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]},
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{metadata: Object.metadata{labels: {'a': 'b'}}}"}}]});
+    edit(&mut spec);
+    ("mutatingadmissionpolicies".into(), json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec}))
+}
+
+fn mutating_binding(name: &str, spec: Value) -> (String, Value) {
+    ("mutatingadmissionpolicybindings".into(), json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": name}, "spec": spec}))
+}
+
 #[test]
 fn bad_webhook_configurations_and_policies_are_refused_as_kube_refuses_them() {
     let kapi = Kapi::start().expect("start kapi");
@@ -66,6 +78,18 @@ fn bad_webhook_configurations_and_policies_are_refused_as_kube_refuses_them() {
         (binding("deny-and-warn", json!({"policyName": "p", "validationActions": ["Deny", "Warn"]})), vec![r#"spec.validationActions: Invalid value: []admissionregistration.ValidationAction{"Deny", "Warn"}: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)"#]),
         (binding("name-and-selector", json!({"policyName": "p", "validationActions": ["Deny"], "paramRef": {"name": "x", "selector": {}, "parameterNotFoundAction": "Deny"}})), vec!["spec.paramRef.name: Forbidden: name and selector are mutually exclusive", "spec.paramRef.selector: Forbidden: name and selector are mutually exclusive"]),
         (binding("no-actions", json!({"policyName": "p"})), vec!["spec.validationActions: Required value: at least one validation action is required"]),
+        (mutating_policy("map-no-reinvocation", |s| drop(s.as_object_mut().map(|o| o.remove("reinvocationPolicy")))), vec!["spec.reinvocationPolicy: Required value"]),
+        (mutating_policy("map-no-mutations", |s| s["mutations"] = json!([])), vec!["spec.mutations: Required value: mutations must contain at least one item"]),
+        (mutating_policy("map-delete", |s| s["matchConstraints"]["resourceRules"][0]["operations"] = json!(["DELETE"])), vec![r#"spec.matchConstraints.resourceRules.operations: Unsupported value: "DELETE": supported values: "*", "CONNECT", "CREATE", "UPDATE""#]),
+        (mutating_policy("map-patch-type", |s| s["mutations"][0]["patchType"] = json!("MergePatch")), vec![r#"spec.mutations[0].patchType: Unsupported value: "MergePatch": supported values: "ApplyConfiguration", "JSONPatch""#]),
+        (mutating_policy("map-both-patches", |s| s["mutations"][0] = json!({"patchType": "JSONPatch", "applyConfiguration": {"expression": "Object{}"}})), vec![
+            "spec.mutations[0].jsonPatch: Required value: must be specified when patchType is JSONPatch",
+            r#"spec.mutations[0].applyConfiguration: Invalid value: "{applyConfiguration}": must not be specified when patchType is JSONPatch"#,
+        ]),
+        (mutating_policy("map-not-an-object", |s| s["mutations"][0]["applyConfiguration"]["expression"] = json!("'labels'")), vec![r#"spec.mutations[0].applyConfiguration.expression: Invalid value: "'labels'": must evaluate to Object but got string"#]),
+        (mutating_policy("map-json-patch-type", |s| s["mutations"][0] = json!({"patchType": "JSONPatch", "jsonPatch": {"expression": "[1]"}})), vec![r#"spec.mutations[0].jsonPatch.expression: Invalid value: "[1]": must evaluate to list(JSONPatch) but got list(int)"#]),
+        (mutating_binding("mapb-no-policy", json!({})), vec!["spec.policyName: Required value"]),
+        (mutating_binding("mapb-param-ref", json!({"policyName": "p", "paramRef": {"name": "x", "selector": {}}})), vec!["spec.paramRef.name: Forbidden: name and selector are mutually exclusive", "spec.paramRef.selector: Forbidden: name and selector are mutually exclusive", "spec.paramRef.parameterNotFoundAction: Required value"]),
     ];
     assert!(cases.len() >= 20);
     for ((plural, body), want) in &cases {

@@ -138,6 +138,11 @@ impl Cluster {
     }
 
     pub async fn mutating_policy(&self, name: &str, spec: Value) {
+        let mut spec = spec;
+        // required, as kube's validation has it
+        if spec.get("reinvocationPolicy").is_none() {
+            spec["reinvocationPolicy"] = json!("Never");
+        }
         let p = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": name}, "spec": spec});
         self.create("admissionregistration.k8s.io", "mutatingadmissionpolicies", p).await.expect("mutating policy");
     }
