@@ -4,7 +4,7 @@
 //!   names, categories, subresources), the single source for routing and discovery.
 //! - [`fields`]: the field-selector attributes each kind supports.
 //! - [`defaults`], [`validation`]: what kube-apiserver defaults and rejects, per kind.
-//! - [`omitempty`]: `metadata` fields kube's `ObjectMeta` omits when empty, dropped on write.
+//! - [`omitempty`]: fields kube's Go structs omit when empty (or write as null), applied on write.
 //! - [`table`]: server-side printing (`as=Table`) columns per kind.
 //! - [`semantics`]: kube's per-kind registry answers (status reset, create on update,
 //!   unconditional update, generation, DELETE's answer) in one table.

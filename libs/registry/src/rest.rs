@@ -504,7 +504,7 @@ impl RestStore {
                 m.insert("generation".into(), Value::from(1));
             }
         }
-        crate::omitempty::omit_empty_meta(&mut obj);
+        crate::omitempty::omit_empty(spec, &mut obj);
         strategy.prepare_for_create(&mut obj);
         if let Some(prepare) = hooks.prepare {
             prepare(&mut obj);

@@ -137,3 +137,118 @@ fn client_side_reapply_of_empty_labels_writes_nothing() {
     let annotations = stored["metadata"]["annotations"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
     assert_eq!(annotations, Some(vec!["kubectl.kubernetes.io/last-applied-configuration".to_owned()]));
 }
+
+/// RBAC with a ServiceAccount subject (no `apiGroup`, as manifests write it), an aggregated
+/// ClusterRole without `rules`, and a headless Service written with `ports: []`.
+const RBAC_AND_SERVICE: &str = "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: reader
+  namespace: default
+subjects:
+- kind: ServiceAccount
+  name: default
+  namespace: default
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: view
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: aggregated-empty
+aggregationRule:
+  clusterRoleSelectors:
+  - matchLabels:
+      example.com/aggregate-to-empty: \"true\"
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: headless
+  namespace: default
+spec:
+  clusterIP: None
+  selector:
+    app: headless
+  ports: []
+";
+
+#[test]
+fn built_in_kinds_drop_empty_omitempty_fields_as_go_writes_them() {
+    let kapi = Kapi::start().expect("start kapi");
+    // Raw bodies: what kube's Go structs write back.
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "raw"},
+        "subjects": [{"kind": "ServiceAccount", "apiGroup": "", "name": "default", "namespace": "default"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}});
+    let created = ok(
+        kapi.request(&Request::new("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings").json(&binding)),
+        "rolebinding",
+    );
+    assert_eq!(created["subjects"], json!([{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]));
+
+    // `rules` has no omitempty: kube answers `"rules": null` for a ClusterRole without rules.
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "no-rules"}});
+    let r = kapi.request(&Request::new("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles").json(&role));
+    assert_eq!(r.status, 201, "{}", r.raw);
+    assert!(r.raw.contains(r#""rules":null"#), "{}", r.raw);
+
+    // A container's empty lists, zero host port and false flags are dropped; pointers and
+    // structs stay (`securityContext: {}`, `terminationGracePeriodSeconds: 0`).
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {}, "volumes": [],
+            "containers": [{"name": "c", "image": "nginx", "command": [], "env": [],
+                "ports": [{"containerPort": 80, "hostPort": 0}], "stdin": false, "securityContext": {}}]}});
+    let created = ok(kapi.request(&Request::new("POST", "/api/v1/namespaces/default/pods").json(&pod)), "pod");
+    let spec = &created["spec"];
+    assert_eq!(spec["terminationGracePeriodSeconds"], 0, "{spec}");
+    for gone in ["nodeSelector", "volumes"] {
+        assert!(spec.get(gone).is_none(), "{gone}: {spec}");
+    }
+    let c = &spec["containers"][0];
+    for gone in ["command", "env", "stdin"] {
+        assert!(c.get(gone).is_none(), "{gone}: {c}");
+    }
+    assert_eq!(c["ports"], json!([{"containerPort": 80, "protocol": "TCP"}]), "{c}");
+    assert_eq!(c["securityContext"], json!({}), "{c}");
+}
+
+#[test]
+fn client_side_reapply_of_rbac_is_unchanged_and_server_side_apply_takes_over() {
+    let kapi = Kapi::start().expect("start kapi");
+    let file = kapi.write_file("rbac.yaml", RBAC_AND_SERVICE);
+    let file = file.to_str().unwrap_or_default();
+    let first = kapi.kubectl(&["apply", "-f", file]).ok("first apply");
+    assert_eq!(
+        first.trim(),
+        "rolebinding.rbac.authorization.k8s.io/reader created\n\
+         clusterrole.rbac.authorization.k8s.io/aggregated-empty created\n\
+         service/headless created"
+    );
+    let binding = kapi.get_json("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings/reader");
+    assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]));
+    let service = kapi.get_json("/api/v1/namespaces/default/services/headless");
+    assert!(service["spec"].get("ports").is_none(), "kube drops ports: []: {service}");
+
+    let before = kapi.get_json("/api/v1/namespaces/default/services/headless");
+    let again = kapi.kubectl(&["apply", "-f", file]).ok("second apply");
+    // The Service's patch is `{"spec":{"ports":[]}}` (the file has it, the answer does not),
+    // so kubectl reports it `configured` against kube too; the write changes nothing.
+    assert_eq!(
+        again.trim(),
+        "rolebinding.rbac.authorization.k8s.io/reader unchanged\n\
+         clusterrole.rbac.authorization.k8s.io/aggregated-empty unchanged\n\
+         service/headless configured"
+    );
+    let after = kapi.get_json("/api/v1/namespaces/default/services/headless");
+    assert_eq!(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"], "a no-op write: {after}");
+
+    let out = kapi.kubectl(&["apply", "--server-side", "-f", file]);
+    let (success, stdout, stderr) = out.outcome();
+    assert!(success, "server-side apply: {stdout} {stderr}");
+    assert!(!stderr.contains("conflict"), "{stderr}");
+    assert!(stdout.contains("rolebinding.rbac.authorization.k8s.io/reader serverside-applied"), "{stdout}");
+}

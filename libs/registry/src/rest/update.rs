@@ -217,7 +217,7 @@ impl RestStore {
                 }
                 m.remove("selfLink");
             }
-            crate::omitempty::omit_empty_meta(&mut new);
+            crate::omitempty::omit_empty(spec, &mut new);
             if target == WriteTarget::Main {
                 strategy.apply_defaults(&mut new);
             }
