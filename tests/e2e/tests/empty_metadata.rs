@@ -2,7 +2,9 @@
 //! annotations, finalizers, ownerReferences, managedFields and empty strings are neither stored
 //! nor answered, whatever the write (create, update, merge patch, server-side apply, status)
 //! and for custom resources too (kube round-trips their `metadata` through `ObjectMeta`).
-//! A client-side re-apply of an object with `labels: {}` is then a no-op write.
+//! A client-side re-apply of an object with `labels: {}` is then a no-op write. Built-in kinds
+//! go further: their whole body goes through kube's Go structs, so every `omitempty` field is
+//! dropped when empty and nil fields without it are answered as `null`.
 
 use std::time::Duration;
 
