@@ -19,6 +19,7 @@ mod custom;
 mod paths;
 mod quantity;
 mod render;
+mod structural;
 mod v2_proto;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,6 +32,7 @@ pub use custom::{CustomPart, CustomPartTrees, EncodedJson};
 pub use fields::FieldProblems;
 pub use apply_schema::{apply_schema, ApplyNode};
 pub use patch_schema::{patch_schema, SchemaNode};
+pub use structural::structural_schema;
 pub use messages::{decode_error_message, first_type_error, strict_message, warnings};
 
 use definitions::{

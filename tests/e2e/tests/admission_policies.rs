@@ -1,6 +1,7 @@
 //! ValidatingAdmissionPolicy end to end: a policy with a ConfigMap param refuses a Deployment
 //! over the param's replica limit with kube's message (kubectl prints it), Warn actions reach
-//! kubectl as warnings, and a policy changed through the API applies at once.
+//! kubectl as warnings, a policy changed through the API applies at once, and expressions that
+//! do not type-check against the matched kinds are reported in the policy's status.
 
 use std::time::Duration;
 
@@ -124,4 +125,45 @@ fn a_mutating_admission_policy_sets_a_label() {
     assert_eq!(created.body["metadata"]["annotations"]["policy"], "team-label", "{}", created.raw);
     let stored = kapi.get_json(&format!("{DEPLOYMENTS}/labelled"));
     assert_eq!(stored["metadata"]["labels"]["team"], "platform");
+}
+
+// kube's validatingadmissionpolicy-status controller: expressions are type-checked against the
+// schemas of the kinds a policy matches, and what does not check is reported in its status
+#[test]
+fn type_checking_warnings_reach_the_policy_status() {
+    let kapi = Kapi::start().expect("start kapi");
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "typo"},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}]},
+                 "validations": [{"expression": "object.spec.replicaz <= 5"}, {"expression": "object.spec.replicas <= 5"}]}});
+    let r = post(&kapi, POLICIES, &policy);
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let status = wait_for(Duration::from_secs(10), || {
+        let got = kapi.get_json(&format!("{POLICIES}/typo"));
+        (got["status"]["observedGeneration"] == 1).then(|| got["status"].clone())
+    })
+    .expect("the status controller observed the policy");
+    let warning = "apps/v1, Kind=Deployment: ERROR: <input>:1:12: undefined field 'replicaz'\n | object.spec.replicaz <= 5\n | ...........^\n";
+    assert_eq!(
+        status["typeChecking"],
+        json!({"expressionWarnings": [{"fieldRef": "spec.validations[0].expression", "warning": warning}]})
+    );
+    let out = kapi.kubectl(&["get", "validatingadmissionpolicy", "typo", "-o", "yaml"]);
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for line in ["  observedGeneration: 1", "  typeChecking:", "    expressionWarnings:", "    - fieldRef: spec.validations[0].expression", "undefined field 'replicaz'"] {
+        assert!(yaml.contains(line), "{line:?} in:\n{yaml}");
+    }
+
+    // fixed: the next generation checks clean
+    let mut fixed = kapi.get_json(&format!("{POLICIES}/typo"));
+    fixed["spec"]["validations"][0]["expression"] = json!("object.spec.replicas >= 0");
+    let r = kapi.request(&Request::new("PUT", &format!("{POLICIES}/typo")).json(&fixed));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let status = wait_for(Duration::from_secs(10), || {
+        let got = kapi.get_json(&format!("{POLICIES}/typo"));
+        (got["status"]["observedGeneration"] == 2).then(|| got["status"].clone())
+    })
+    .expect("the second generation observed");
+    assert_eq!(status["typeChecking"], json!({}));
 }

@@ -8,6 +8,7 @@ pub mod params;
 pub mod escalation;
 pub mod request;
 pub mod requester;
+pub mod type_checking;
 
 use std::sync::Arc;
 
