@@ -20,6 +20,7 @@ pub mod pod_security;
 pub mod priority;
 pub mod quantity;
 pub mod runtime_class;
+pub mod service_account;
 pub mod storage_object_in_use_protection;
 pub mod taint_nodes_by_condition;
 
@@ -33,5 +34,6 @@ pub use persistent_volume_claim_resize::PersistentVolumeClaimResize;
 pub use pod_security::PodSecurity;
 pub use priority::Priority;
 pub use runtime_class::RuntimeClass;
+pub use service_account::ServiceAccount;
 pub use storage_object_in_use_protection::StorageObjectInUseProtection;
 pub use taint_nodes_by_condition::TaintNodesByCondition;

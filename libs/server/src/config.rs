@@ -635,6 +635,7 @@ async fn build_server(
         crate::rbac_sync::start(caches.clone(), rest.clone(), rbac.clone()).await?;
         informers.mark_synced(RBAC_INDEX);
     }
+    crate::controllers::start(&opts.data_dir, caches.clone(), rest.clone()).await?;
     crate::admission::type_checking::start(caches.clone(), rest.clone(), chain.clone());
     let admission = crate::admission::build_chain(
         &opts.admission,

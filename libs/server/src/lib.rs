@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod bootstrap;
 pub mod config;
+pub mod controllers;
 pub mod decode;
 pub mod endpoints;
 pub mod field_manager;

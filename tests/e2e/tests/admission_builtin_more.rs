@@ -1,6 +1,8 @@
 //! More of kube's built-in admission with kubectl (issue 16): signing a
 //! CertificateSigningRequest needs `sign` on its signer (CertificateSigning), and the
-//! kube-apiserver-client signer is never asked for `system:masters` (CertificateSubjectRestriction).
+//! kube-apiserver-client signer is never asked for `system:masters` (CertificateSubjectRestriction);
+//! every namespace gets its `default` ServiceAccount and `kube-root-ca.crt`, and pods run as
+//! an account with its projected token volume (ServiceAccount and its controllers).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -114,4 +116,83 @@ fn csrs_for_system_masters_are_refused_and_signing_needs_sign_on_the_signer() {
     assert_eq!(status, 200);
     let condition = kapi.kubectl(&["get", "csr", "alice", "-o", "jsonpath={.status.conditions[0].type}"]).ok("get signed csr");
     assert_eq!(condition, "Failed");
+}
+
+/// Polls `kubectl get` until it succeeds (what a controller makes shows up a moment later).
+fn eventually(kapi: &Kapi, args: &[&str]) -> String {
+    for _ in 0..100 {
+        let (ok, stdout, _) = kapi.kubectl(args).outcome();
+        if ok {
+            return stdout;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("kubectl {} never succeeded", args.join(" "));
+}
+
+#[test]
+fn namespaces_get_their_default_account_and_root_ca_and_pods_mount_a_token() {
+    let kapi = Kapi::start().expect("start kapi");
+    let dir = tempfile::tempdir().unwrap();
+    kapi.kubectl(&["create", "namespace", "team"]).ok("create namespace");
+
+    // Nothing but a name: no managed fields, as kube's controller leaves none.
+    let sa: Value =
+        serde_json::from_str(&eventually(&kapi, &["get", "serviceaccount", "default", "-n", "team", "-o", "json", "--show-managed-fields"])).unwrap();
+    assert!(sa["metadata"].get("managedFields").is_none(), "{sa}");
+    let cm: Value =
+        serde_json::from_str(&eventually(&kapi, &["get", "configmap", "kube-root-ca.crt", "-n", "team", "-o", "json", "--show-managed-fields"]))
+            .unwrap();
+    assert_eq!(cm["metadata"]["managedFields"][0]["manager"], "kube-controller-manager", "{cm}");
+    let ca = std::fs::read_to_string(kapi.pki_dir().join("ca.crt")).unwrap();
+    assert_eq!(cm["data"], json!({"ca.crt": ca}));
+    assert_eq!(
+        cm["metadata"]["annotations"]["kubernetes.io/description"],
+        "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."
+    );
+    // The namespaces that exist from the start have them too.
+    eventually(&kapi, &["get", "serviceaccount", "default", "-n", "kube-system"]);
+    eventually(&kapi, &["get", "configmap", "kube-root-ca.crt", "-n", "default"]);
+
+    let token = kapi.kubectl(&["create", "token", "default", "-n", "team"]).ok("create token");
+    assert_eq!(token.trim().split('.').count(), 3, "a JWT: {token}");
+
+    // Deleted, both come back; a changed CA is put back.
+    kapi.kubectl(&["delete", "serviceaccount", "default", "-n", "team"]).ok("delete account");
+    kapi.kubectl(&["delete", "configmap", "kube-root-ca.crt", "-n", "team"]).ok("delete configmap");
+    eventually(&kapi, &["get", "serviceaccount", "default", "-n", "team"]);
+    eventually(&kapi, &["get", "configmap", "kube-root-ca.crt", "-n", "team"]);
+    kapi.kubectl(&["patch", "configmap", "kube-root-ca.crt", "-n", "team", "-p", r#"{"data":{"ca.crt":"forged"}}"#]).ok("patch");
+    let mut restored = String::new();
+    for _ in 0..100 {
+        restored = kapi.kubectl(&["get", "configmap", "kube-root-ca.crt", "-n", "team", "-o", "jsonpath={.data.ca\\.crt}"]).ok("get ca");
+        if restored.trim() == ca.trim() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(restored.trim(), ca.trim());
+
+    kapi.kubectl(&["run", "web", "--image=nginx", "-n", "team"]).ok("run pod");
+    let pod: Value = serde_json::from_str(&kapi.kubectl(&["get", "pod", "web", "-n", "team", "-o", "json"]).ok("get pod")).unwrap();
+    let spec = &pod["spec"];
+    assert_eq!((spec["serviceAccountName"].as_str(), spec["serviceAccount"].as_str()), (Some("default"), Some("default")));
+    let volume = spec["volumes"].as_array().and_then(|v| v.last()).cloned().unwrap_or_default();
+    let name = volume["name"].as_str().unwrap_or_default();
+    assert!(name.starts_with("kube-api-access-") && name.len() == 21, "{volume}");
+    assert_eq!(volume["projected"]["sources"][0], json!({"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}));
+    assert_eq!(volume["projected"]["defaultMode"], 420);
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"],
+        json!([{"name": name, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}])
+    );
+
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "lost", "namespace": "team"},
+        "spec": {"serviceAccountName": "missing", "containers": [{"name": "c", "image": "nginx"}]}});
+    let (ok, _, stderr) = kapi.kubectl(&["create", "-f", manifest(&dir, "lost", &pod).to_str().unwrap()]).outcome();
+    assert!(!ok);
+    assert!(
+        stderr.contains("pods \"lost\" is forbidden: error looking up service account team/missing: serviceaccount \"missing\" not found"),
+        "{stderr}"
+    );
 }

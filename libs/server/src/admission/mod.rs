@@ -80,6 +80,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
         let plugin: Box<dyn AdmissionPlugin> = match *name {
             "NamespaceLifecycle" => Box::new(kapi_admission_builtin::NamespaceLifecycle::new(context.rest.clone())),
             "LimitRanger" => Box::new(kapi_admission_builtin::LimitRanger::new(context.rest.clone())),
+            "ServiceAccount" => Box::new(kapi_admission_builtin::ServiceAccount::new(context.rest.clone())),
             "Priority" => Box::new(kapi_admission_builtin::Priority::new(context.rest.clone())),
             "DefaultTolerationSeconds" => Box::new(kapi_admission_builtin::DefaultTolerationSeconds::new()),
             "DefaultStorageClass" => Box::new(kapi_admission_builtin::DefaultStorageClass::new(context.rest.clone())),

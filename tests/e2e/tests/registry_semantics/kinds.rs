@@ -176,7 +176,9 @@ pub fn kinds(ns: &str, c: &Crypto) -> Vec<Kind> {
             .status(json!({"phase": "Bound"}), "/status/phase")
             .change(json!({"spec": {"persistentVolumeReclaimPolicy": "Delete"}}))
             .returns(),
-        k("v1", "pods", "Pod", json!({"spec": {"containers": containers()}}))
+        // No token volume: the spec change replaces the container list, which against kube too
+        // would drop the mount ServiceAccount admission adds (a 422).
+        k("v1", "pods", "Pod", json!({"spec": {"containers": containers(), "automountServiceAccountToken": false}}))
             .status(json!({"phase": "Running", "message": "marker"}), "/status/message")
             .generation(Spec)
             .change(image(&["spec"]))

@@ -1,0 +1,149 @@
+//! kube's serviceaccount and root-ca-cert-publisher controllers: every Active namespace has a
+//! `default` ServiceAccount and a `kube-root-ca.crt` ConfigMap holding the cluster CA (what
+//! pods' projected `kube-api-access-*` volumes mount). Deleting either brings it back; a
+//! changed ConfigMap is put back. Terminating namespaces are left alone, as kube leaves them.
+
+use std::sync::Arc;
+
+use kapi_apimachinery::ApiError;
+use kapi_registry::catalog::{self, ResourceSpec};
+use kapi_registry::rest::{object_key, RestStore, WriteHooks};
+use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
+use kapi_watch::{CacheSet, EventType};
+use serde_json::{json, Value};
+
+use super::{follow, Queue, MANAGER};
+
+/// The account every namespace has.
+const DEFAULT_ACCOUNT: &str = "default";
+/// kube's `RootCACertConfigMapName`.
+const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+/// kube's annotation on that ConfigMap, and its text.
+const DESCRIPTION_ANNOTATION: &str = "kubernetes.io/description";
+const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+
+struct Controller {
+    rest: RestStore,
+    root_ca: String,
+    namespaces: &'static ResourceSpec,
+    accounts: &'static ResourceSpec,
+    configmaps: &'static ResourceSpec,
+}
+
+/// Starts both controllers (one queue of namespaces: each reconcile ensures both objects).
+pub fn start(caches: Arc<CacheSet>, rest: RestStore, root_ca: String) {
+    let (Some(namespaces), Some(accounts), Some(configmaps)) =
+        (catalog::find("", "v1", "namespaces"), catalog::find("", "v1", "serviceaccounts"), catalog::find("", "v1", "configmaps"))
+    else {
+        tracing::error!("namespaces, serviceaccounts or configmaps are not served; no service-account controller");
+        return;
+    };
+    let queue = Arc::new(Queue::default());
+    let on_namespace = queue.clone();
+    tokio::spawn(follow(caches.clone(), namespaces, move |ty, ns| {
+        if ty != EventType::Deleted && is_active(ns) {
+            on_namespace.add(str_at(ns, "/metadata/name"));
+        }
+    }));
+    let on_account = queue.clone();
+    tokio::spawn(follow(caches.clone(), accounts, move |ty, sa| {
+        if ty == EventType::Deleted && str_at(sa, "/metadata/name") == DEFAULT_ACCOUNT {
+            on_account.add(str_at(sa, "/metadata/namespace"));
+        }
+    }));
+    let on_configmap = queue.clone();
+    tokio::spawn(follow(caches, configmaps, move |ty, cm| {
+        if ty != EventType::Added && str_at(cm, "/metadata/name") == ROOT_CA_CONFIGMAP {
+            on_configmap.add(str_at(cm, "/metadata/namespace"));
+        }
+    }));
+    let controller = Controller { rest, root_ca, namespaces, accounts, configmaps };
+    tokio::spawn(async move {
+        loop {
+            let ns = queue.next().await;
+            if let Err(e) = controller.sync(&ns).await {
+                tracing::warn!(namespace = %ns, "service-account controller: {e}; retrying");
+                queue.retry(ns);
+            }
+        }
+    });
+}
+
+fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn is_active(ns: &Value) -> bool {
+    str_at(ns, "/status/phase") == "Active" && ns.pointer("/metadata/deletionTimestamp").is_none()
+}
+
+/// kube's controllers give up quietly on a namespace that is gone or going.
+fn namespace_gone(e: &ApiError) -> bool {
+    e.code == 404 || e.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+}
+
+impl Controller {
+    fn cached(&self, spec: &ResourceSpec, ns: Option<&str>, name: &str) -> Option<Arc<Value>> {
+        self.rest.caches().cache(&spec.key_prefix())?.get(&object_key(spec, ns, name)).map(|o| o.object)
+    }
+
+    async fn sync(&self, ns: &str) -> Result<(), ApiError> {
+        if !self.cached(self.namespaces, None, ns).is_some_and(|n| is_active(&n)) {
+            return Ok(());
+        }
+        if self.cached(self.accounts, Some(ns), DEFAULT_ACCOUNT).is_none() {
+            let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DEFAULT_ACCOUNT, "namespace": ns}});
+            self.create(self.accounts, ns, sa).await?;
+        }
+        let data = json!({"ca.crt": self.root_ca});
+        match self.cached(self.configmaps, Some(ns), ROOT_CA_CONFIGMAP) {
+            None => {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": ns, "annotations": {DESCRIPTION_ANNOTATION: DESCRIPTION}},
+                    "data": data});
+                self.create(self.configmaps, ns, cm).await
+            }
+            Some(cm) if current(&cm, &data) => Ok(()),
+            Some(_) => self.put_back(ns, &data).await,
+        }
+    }
+
+    /// Creates `obj`; one another replica (or an earlier round) made meanwhile is as good.
+    async fn create(&self, spec: &'static ResourceSpec, ns: &str, obj: Value) -> Result<(), ApiError> {
+        let track = crate::field_manager::tracker(spec, crate::field_manager::writer(spec, MANAGER.into(), ""));
+        match self.rest.create(&CatalogStrategy(spec), Some(ns), obj, false, WriteHooks::tracking(track.as_deref())).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 409 || namespace_gone(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Restores the CA and the description on the stored ConfigMap, keeping what else it has.
+    async fn put_back(&self, ns: &str, data: &Value) -> Result<(), ApiError> {
+        let spec = self.configmaps;
+        let track = crate::field_manager::tracker(spec, crate::field_manager::writer(spec, MANAGER.into(), ""));
+        let hooks = WriteHooks::tracking(track.as_deref());
+        let result = self
+            .rest
+            .update_with(&CatalogStrategy(spec), Some(ns), ROOT_CA_CONFIGMAP, WriteTarget::Main, false, hooks, |stored| {
+                let mut cm = stored.clone();
+                cm["data"] = data.clone();
+                if !cm.pointer("/metadata/annotations").is_some_and(Value::is_object) {
+                    cm["metadata"]["annotations"] = json!({});
+                }
+                cm["metadata"]["annotations"][DESCRIPTION_ANNOTATION] = json!(DESCRIPTION);
+                Ok(cm)
+            })
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if namespace_gone(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// kube's check: exactly the CA as data, and a description (whatever it says).
+fn current(cm: &Value, data: &Value) -> bool {
+    cm.get("data") == Some(data) && !str_at(cm, &format!("/metadata/annotations/{}", DESCRIPTION_ANNOTATION.replace('/', "~1"))).is_empty()
+}
