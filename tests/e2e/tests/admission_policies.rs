@@ -167,3 +167,76 @@ fn type_checking_warnings_reach_the_policy_status() {
     .expect("the second generation observed");
     assert_eq!(status["typeChecking"], json!({}));
 }
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const GADGETS: &str = "/apis/example.com/v1/namespaces/default/gadgets";
+
+/// A MutatingAdmissionPolicy on gadgets.example.com whose apply configuration is `expression`,
+/// for objects named `name`.
+fn gadget_policy(kapi: &Kapi, name: &str, expression: &str) {
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+                 "matchConstraints": {"resourceRules": [{"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["gadgets"]}]},
+                 "matchConditions": [{"name": "named", "expression": format!("object.metadata.name == '{name}'")}],
+                 "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}}]}});
+    let r = post(kapi, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", &policy);
+    assert_eq!(r.status, 201, "{}", r.raw);
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": name}});
+    let r = post(kapi, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings", &binding);
+    assert_eq!(r.status, 201, "{}", r.raw);
+}
+
+fn gadget(name: &str) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": name},
+        "spec": {"replicas": 1, "ports": [{"name": "http", "port": 80}], "args": ["--x"], "settings": {"color": "red"}}})
+}
+
+// a custom resource's apply configuration merges by its CRD's structural schema, as server-side
+// apply would: a keyed list and a granular map merged, undeclared fields and atomic lists refused
+#[test]
+fn a_mutating_admission_policy_applies_to_a_custom_resource() {
+    let kapi = Kapi::start().expect("start kapi");
+    let item = json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}});
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                     "spec": {"type": "object", "properties": {
+                         "replicas": {"type": "integer"},
+                         "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"], "items": item},
+                         "args": {"type": "array", "items": {"type": "string"}},
+                         "settings": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}}]}});
+    assert_eq!(post(&kapi, CRDS, &crd).status, 201);
+    let served = wait_for(Duration::from_secs(10), || (kapi.request(&Request::get(GADGETS)).status == 200).then_some(()));
+    assert!(served.is_some(), "gadgets served");
+    gadget_policy(&kapi, "merged", "Object{spec: Object.spec{replicas: 3, settings: {'team': 'platform'}, ports: [Object.spec.ports{name: 'metrics', port: 9090}]}}");
+    gadget_policy(&kapi, "typo", "Object{spec: Object.spec{replicaz: 3}}");
+    gadget_policy(&kapi, "atomic", "Object{spec: Object.spec{args: ['--y']}}");
+    let _ = kapi.get_json("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies");
+    let _ = kapi.get_json("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings");
+
+    let created = post(&kapi, GADGETS, &gadget("merged"));
+    assert_eq!(created.status, 201, "{}", created.raw);
+    let spec = &created.body["spec"];
+    assert_eq!(spec["replicas"], 3, "{}", created.raw);
+    assert_eq!(spec["settings"], json!({"color": "red", "team": "platform"}), "{}", created.raw);
+    assert_eq!(spec["ports"], json!([{"name": "http", "port": 80}, {"name": "metrics", "port": 9090}]), "{}", created.raw);
+    assert_eq!(spec["args"], json!(["--x"]));
+    let stored = kapi.get_json(&format!("{GADGETS}/merged"));
+    assert_eq!(stored["spec"], created.body["spec"]);
+    // the merge leaves no managedFields of its own
+    let managers: Vec<&str> = stored["metadata"]["managedFields"].as_array().into_iter().flatten().filter_map(|e| e["manager"].as_str()).collect();
+    assert!(!managers.contains(&"kapi-mutating-admission-policy"), "{managers:?}");
+
+    let typo = post(&kapi, GADGETS, &gadget("typo"));
+    assert_eq!(typo.status, 403, "{}", typo.raw);
+    let message = typo.body["message"].as_str().unwrap_or_default();
+    assert!(message.ends_with("failed to convert patch object to typed object: .spec.replicaz: field not declared in schema"), "{message}");
+    let atomic = post(&kapi, GADGETS, &gadget("atomic"));
+    assert_eq!(atomic.status, 403, "{}", atomic.raw);
+    let message = atomic.body["message"].as_str().unwrap_or_default();
+    assert!(message.ends_with("invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.args"), "{message}");
+    for name in ["typo", "atomic"] {
+        assert_eq!(kapi.request(&Request::get(&format!("{GADGETS}/{name}"))).status, 404, "{name}: nothing stored");
+    }
+}
