@@ -127,6 +127,8 @@ pub struct Options {
     pub storage_poll_interval: Option<Duration>,
     /// The `--kubelet-*` flags: how pod log, exec, attach and portforward reach kubelets.
     pub kubelet: crate::kubelet::KubeletClientOptions,
+    /// `--tls-min-version` and `--tls-cipher-suites`.
+    pub tls_policy: crate::tls_policy::TlsPolicy,
     /// `--encryption-provider-config`, read and validated: which resources are stored
     /// encrypted, with which providers (None: everything as plaintext).
     pub encryption: Option<kapi_encryption::EncryptionConfig>,
@@ -212,6 +214,7 @@ impl Default for Options {
             storage_poll_interval: None,
             kubelet: crate::kubelet::KubeletClientOptions::default(),
             encryption: None,
+            tls_policy: crate::tls_policy::TlsPolicy::default(),
             admission: crate::admission::AdmissionOptions::default(),
             audit: None,
         }
@@ -252,10 +255,6 @@ pub enum StartError {
     Config(String),
 }
 
-fn read(path: &PathBuf, what: &str) -> Result<String, StartError> {
-    std::fs::read_to_string(path).map_err(|source| StartError::Io { context: format!("reading {what} {}", path.display()), source })
-}
-
 /// Every storage prefix the watch caches follow.
 fn cached_prefixes() -> Vec<String> {
     let mut prefixes: Vec<String> =
@@ -270,6 +269,7 @@ struct Prepared {
     pki: pki::Pki,
     tls_config: Arc<rustls::ServerConfig>,
     client_chains: serve::ChainVerifiers,
+    tls_source: Option<Arc<dyn serve::TlsSource>>,
     credentials: Credentials,
 }
 
@@ -331,27 +331,17 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         hosts.push(opts.bind_address.to_string());
     }
     let pki = pki::ensure_pki(&opts.data_dir, &hosts)?;
-    let (cert_pem, key_pem) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
-        (Some(c), Some(k)) => (read(c, "--tls-cert-file")?, read(k, "--tls-private-key-file")?),
-        _ => (pki.serving_cert_pem.clone(), pki.serving_key_pem.clone()),
+    let files = crate::tls_files::TlsFiles {
+        serving: opts.tls_cert_file.clone().zip(opts.tls_private_key_file.clone()),
+        client_ca: opts.client_ca_file.clone(),
+        front_proxy_ca: opts.requestheader_client_ca_file.clone(),
+        generated: (pki.serving_cert_pem.clone(), pki.serving_key_pem.clone(), pki.ca_cert_pem.clone()),
+        policy: opts.tls_policy.clone(),
     };
-    let client_ca = match &opts.client_ca_file {
-        Some(p) => read(p, "--client-ca-file")?,
-        None => pki.ca_cert_pem.clone(),
-    };
-    let front_proxy_ca = match &opts.requestheader_client_ca_file {
-        Some(p) => Some(read(p, "--requestheader-client-ca-file")?),
-        None => None,
-    };
-    // The TLS layer asks for certificates of either CA (clients pick theirs by the hints).
-    let all_cas = format!("{client_ca}\n{}", front_proxy_ca.as_deref().unwrap_or(""));
-    let tls_config = tls::server_config(&cert_pem, &key_pem, Some(&all_cas))?;
-    let client_chains = serve::ChainVerifiers {
-        client: Some(tls::ClientChainVerifier::new(&client_ca)?),
-        front_proxy: front_proxy_ca.as_deref().map(tls::ClientChainVerifier::new).transpose()?,
-    };
+    let (tls_config, client_chains) = files.material().map_err(StartError::Config)?;
+    let tls_source: Option<Arc<dyn serve::TlsSource>> = files.watched().then(|| Arc::new(files) as Arc<dyn serve::TlsSource>);
     let credentials = load_credentials(opts)?;
-    Ok(Prepared { pki, tls_config, client_chains, credentials })
+    Ok(Prepared { pki, tls_config, client_chains, tls_source, credentials })
 }
 
 /// Runs blocking start-up work on the blocking pool.
@@ -436,7 +426,7 @@ pub async fn run(opts: Options, mut delegates: Vec<Box<dyn TierBuilder>>) -> Res
     let signals = TerminationSignals::install();
     tls::install_crypto_provider();
     validate(&opts)?;
-    let Prepared { pki, tls_config, client_chains, credentials } = {
+    let Prepared { pki, tls_config, client_chains, tls_source, credentials } = {
         let opts = opts.clone();
         blocking(move || prepare(&opts)).await?
     };
@@ -472,6 +462,7 @@ pub async fn run(opts: Options, mut delegates: Vec<Box<dyn TierBuilder>>) -> Res
         ServeConfig {
             tls: tls_config,
             verifiers: client_chains,
+            tls_source,
             lifecycle: lifecycle.clone(),
             health: health.clone(),
             chain: chain.clone(),

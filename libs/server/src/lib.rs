@@ -37,6 +37,8 @@ pub mod state;
 pub mod storage;
 pub mod tier;
 pub mod tls;
+pub mod tls_files;
+pub mod tls_policy;
 pub mod transform;
 pub mod watch_stream;
 

@@ -105,12 +105,28 @@ impl Default for ChainSlot {
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Where the serving certificate and the client CAs come from when they can change on disk
+/// (kube's dynamic certificates): the listener checks [`TlsSource::fingerprint`] every few
+/// seconds and, when it changed, serves new connections with [`TlsSource::load`]; connections
+/// already open keep what they negotiated.
+pub trait TlsSource: Send + Sync {
+    /// A digest of the files' contents (blocking file IO: called off the async workers).
+    fn fingerprint(&self) -> u64;
+    /// The configuration from the files as they are now.
+    fn load(&self) -> Result<(Arc<rustls::ServerConfig>, ChainVerifiers), String>;
+}
+
+/// How often the certificate files are checked for changes.
+const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
+
 /// What the listener needs besides the socket.
 pub struct ServeConfig {
     /// Serving certificate and client-certificate hints.
     pub tls: Arc<rustls::ServerConfig>,
     /// Client certificate verification.
     pub verifiers: ChainVerifiers,
+    /// Files to reload the two above from when they change.
+    pub tls_source: Option<Arc<dyn TlsSource>>,
     /// Signals to follow.
     pub lifecycle: Arc<Lifecycle>,
     /// Health checks, answered before the chain exists.
@@ -148,14 +164,38 @@ fn connection_builder(connection_idle_timeout: Duration, http2_max_streams: u32)
 
 /// Shared by every connection task.
 struct Shared {
-    acceptor: TlsAcceptor,
-    verifiers: ChainVerifiers,
+    tls: std::sync::RwLock<Arc<(TlsAcceptor, ChainVerifiers)>>,
     builder: auto::Builder<TokioExecutor>,
     lifecycle: Arc<Lifecycle>,
     health: Arc<health::Registry>,
     chain: Arc<ChainSlot>,
     install_wait: Duration,
     idle_timeout: Duration,
+}
+
+/// Swaps the TLS configuration new connections get when the files behind it change; a file
+/// that does not load (half written, invalid) keeps the current configuration and is retried.
+async fn reload_tls(source: Arc<dyn TlsSource>, shared: Arc<Shared>) {
+    let fingerprint = |source: Arc<dyn TlsSource>| async move { tokio::task::spawn_blocking(move || source.fingerprint()).await.ok() };
+    let mut current = fingerprint(source.clone()).await;
+    let mut ticks = tokio::time::interval(TLS_RELOAD_INTERVAL);
+    loop {
+        ticks.tick().await;
+        let now = fingerprint(source.clone()).await;
+        if now.is_none() || now == current {
+            continue;
+        }
+        let loading = source.clone();
+        match tokio::task::spawn_blocking(move || loading.load()).await {
+            Ok(Ok((config, verifiers))) => {
+                *shared.tls.write().unwrap_or_else(|p| p.into_inner()) = Arc::new((TlsAcceptor::from(config), verifiers));
+                current = now;
+                tracing::info!("serving certificate or client CA changed on disk: new connections use the new files");
+            }
+            Ok(Err(e)) => tracing::warn!("reloading the serving certificate or client CA: {e}"),
+            Err(e) => tracing::warn!("reloading the serving certificate or client CA: {e}"),
+        }
+    }
 }
 
 /// Serves until the lifecycle says to stop listening, then gives open connections
@@ -168,8 +208,7 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig) {
         cfg.lifecycle.not_accepting_new_requests.subscribe()
     };
     let shared = Arc::new(Shared {
-        acceptor: TlsAcceptor::from(cfg.tls),
-        verifiers: cfg.verifiers,
+        tls: std::sync::RwLock::new(Arc::new((TlsAcceptor::from(cfg.tls), cfg.verifiers))),
         builder: connection_builder(cfg.connection_idle_timeout, cfg.http2_max_streams),
         lifecycle: cfg.lifecycle,
         health: cfg.health,
@@ -177,6 +216,7 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig) {
         install_wait: cfg.install_wait,
         idle_timeout: cfg.connection_idle_timeout,
     });
+    let reloader = cfg.tls_source.map(|source| tokio::spawn(reload_tls(source, shared.clone())));
     let (closing, close_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
     let mut stop = stop_listening;
@@ -196,6 +236,9 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig) {
         }
     }
     drop(listener);
+    if let Some(reloader) = reloader {
+        reloader.abort();
+    }
     tracing::info!("[graceful-termination] HTTP server stopped listening");
     closing.send_replace(true);
     let drained = async { while connections.join_next().await.is_some() {} };
@@ -210,7 +253,8 @@ pub async fn serve(listener: TcpListener, cfg: ServeConfig) {
 
 async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketAddr, mut closing: watch::Receiver<bool>) {
     let _ = tcp.set_nodelay(true);
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, shared.acceptor.accept(tcp)).await {
+    let current = shared.tls.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, current.0.accept(tcp)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             tracing::debug!(%peer, "TLS handshake failed: {e}");
@@ -226,7 +270,7 @@ async fn connection(shared: Arc<Shared>, tcp: TcpStream, peer: std::net::SocketA
     let presented = session.peer_certificates().map(|certs| certs.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>());
     // The handshake proved key possession; the chain is judged here, once per connection,
     // against each CA bundle, so a certificate from another CA is a 401 rather than a reset.
-    let conn_info = Arc::new(ConnInfo { peer: Some(peer), ..shared.verifiers.judge(presented) });
+    let conn_info = Arc::new(ConnInfo { peer: Some(peer), ..current.1.judge(presented) });
     let goaway = Arc::new(Notify::new());
     // True once GOAWAY has been queued on this connection.
     let (going_away_tx, going_away_rx) = watch::channel(false);

@@ -91,13 +91,23 @@ pub fn root_store(ca_pem: &str) -> Result<RootCertStore, TlsError> {
 /// every presented chain with [`ClientChainVerifier`] before trusting it (`serve::serve` does,
 /// once per connection).
 pub fn server_config(cert_pem: &str, key_pem: &str, client_ca_pem: Option<&str>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    server_config_with(cert_pem, key_pem, client_ca_pem, &crate::tls_policy::TlsPolicy::default())
+}
+
+/// [`server_config`] under `--tls-min-version` and `--tls-cipher-suites`.
+pub fn server_config_with(
+    cert_pem: &str,
+    key_pem: &str,
+    client_ca_pem: Option<&str>,
+    policy: &crate::tls_policy::TlsPolicy,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let chain = parse_certificates(cert_pem, "the serving certificate")?;
     if chain.is_empty() {
         return Err(TlsError::NoCertificate);
     }
     let key = parse_private_key(key_pem)?;
-    let provider = crypto_provider();
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+    let provider = Arc::new(CryptoProvider { cipher_suites: policy.suites(), ..rustls::crypto::ring::default_provider() });
+    let builder = rustls::ServerConfig::builder_with_provider(provider).with_protocol_versions(policy.versions())?;
     let builder = match client_ca_pem {
         Some(ca) => {
             let chains = ClientChainVerifier::new(ca)?;

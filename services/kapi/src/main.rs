@@ -188,6 +188,12 @@ struct Cli {
     /// AdmissionConfiguration file (apiserver.config.k8s.io/v1): each plugin's configuration.
     #[arg(long)]
     admission_control_config_file: Option<PathBuf>,
+    /// Minimum TLS version served: VersionTLS12 (or lower, served as 1.2) or VersionTLS13.
+    #[arg(long)]
+    tls_min_version: Option<String>,
+    /// TLS 1.2 cipher suites served, by Go name (comma-separated); TLS 1.3's are always on.
+    #[arg(long, value_delimiter = ',')]
+    tls_cipher_suites: Vec<String>,
     /// audit.k8s.io/v1 Policy file: which requests are audited, at which level. Without it,
     /// nothing is audited.
     #[arg(long)]
@@ -298,6 +304,13 @@ fn main() -> ExitCode {
         }
     };
 
+    let tls_policy = match kapi_server::tls_policy::TlsPolicy::from_flags(cli.tls_min_version.as_deref(), &cli.tls_cipher_suites) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
     let audit = match audit_options(&cli) {
         Ok(audit) => audit,
         Err(e) => {
@@ -362,6 +375,7 @@ fn main() -> ExitCode {
         encryption,
         admission,
         audit,
+        tls_policy,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -16,6 +16,9 @@ fn bad_flags_exit_64_with_a_message() {
         (vec!["--request-timeout", "5 parsecs"], "invalid"),
         (vec!["--bind-address", "300.1.1.1"], "invalid value"),
         (vec!["--tls-cert-file", "/tmp/only-the-cert.pem"], "must be given together"),
+        (vec!["--tls-min-version", "VersionTLS14"], "unknown tls version \"VersionTLS14\", allowed values are: VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13"),
+        (vec!["--tls-cipher-suites", "TLS_FOO"], "Cipher suite TLS_FOO not supported or doesn't exist"),
+        (vec!["--audit-log-mode", "sometimes"], "invalid audit log mode"),
     ] {
         let out = run_with_timeout(Command::new(&bin).args(&args), Duration::from_secs(30)).expect("run kapi");
         let err = String::from_utf8_lossy(&out.stderr);
