@@ -66,6 +66,8 @@ pub struct Options {
     pub livez_grace_period: Duration,
     /// `--goaway-chance`: fraction of HTTP/2 requests whose connection gets GOAWAY (0..=0.02).
     pub goaway_chance: f64,
+    /// `--strict-transport-security-directives` and `--cors-allowed-origins`, checked.
+    pub http_headers: Arc<crate::filters::http_headers::HeaderPolicy>,
     /// `--advertise-address`: this replica's address in the `kubernetes` endpoints; the bind
     /// address when absent, or the host's default-route address when binding everything.
     pub advertise_address: Option<IpAddr>,
@@ -186,6 +188,7 @@ impl Default for Options {
             shutdown_send_retry_after: false,
             livez_grace_period: Duration::ZERO,
             goaway_chance: 0.0,
+            http_headers: Arc::default(),
             advertise_address: None,
             endpoint_reconciler: EndpointReconcilerType::Lease,
             endpoint_lease_duration: Duration::from_secs(15),
@@ -658,6 +661,7 @@ async fn build_server(
             watch_termination_grace: opts.watch_termination_grace,
             shutdown_send_retry_after: opts.shutdown_send_retry_after,
             goaway_chance: opts.goaway_chance,
+            http_headers: opts.http_headers.clone(),
             ..ServingOptions::default()
         },
         lifecycle: lifecycle.clone(),

@@ -31,6 +31,8 @@ pub struct ServingOptions {
     pub shutdown_send_retry_after: bool,
     /// `--goaway-chance`: fraction of HTTP/2 answers that close their connection.
     pub goaway_chance: f64,
+    /// `--strict-transport-security-directives` and `--cors-allowed-origins`.
+    pub http_headers: Arc<crate::filters::http_headers::HeaderPolicy>,
 }
 
 impl Default for ServingOptions {
@@ -44,6 +46,7 @@ impl Default for ServingOptions {
             watch_termination_grace: Duration::ZERO,
             shutdown_send_retry_after: false,
             goaway_chance: 0.0,
+            http_headers: Arc::default(),
         }
     }
 }

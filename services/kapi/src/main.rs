@@ -188,6 +188,13 @@ struct Cli {
     /// AdmissionConfiguration file (apiserver.config.k8s.io/v1): each plugin's configuration.
     #[arg(long)]
     admission_control_config_file: Option<PathBuf>,
+    /// Strict-Transport-Security directives (comma-separated: max-age=<s>, includeSubDomains,
+    /// preload).
+    #[arg(long, value_delimiter = ',')]
+    strict_transport_security_directives: Vec<String>,
+    /// Origins (regular expressions, comma-separated) browsers may call the API from (CORS).
+    #[arg(long, value_delimiter = ',')]
+    cors_allowed_origins: Vec<String>,
     /// Minimum TLS version served: VersionTLS12 (or lower, served as 1.2) or VersionTLS13.
     #[arg(long)]
     tls_min_version: Option<String>,
@@ -311,6 +318,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
+    let http_headers = match kapi_server::filters::http_headers::HeaderPolicy::from_flags(&cli.strict_transport_security_directives, &cli.cors_allowed_origins) {
+        Ok(policy) => std::sync::Arc::new(policy),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
     let audit = match audit_options(&cli) {
         Ok(audit) => audit,
         Err(e) => {
@@ -333,6 +347,7 @@ fn main() -> ExitCode {
         shutdown_send_retry_after: cli.shutdown_send_retry_after,
         livez_grace_period: cli.livez_grace_period,
         goaway_chance: cli.goaway_chance,
+        http_headers,
         advertise_address: cli.advertise_address,
         endpoint_reconciler: cli.endpoint_reconciler_type,
         endpoint_lease_duration: cli.endpoint_lease_duration,

@@ -88,3 +88,53 @@ fn tls_min_version_13_refuses_a_tls_12_client() {
     let default = Kapi::start().expect("start kapi");
     assert!(served_subject(default.port(), "-tls1_2").is_ok(), "TLS 1.2 by default");
 }
+
+/// The response headers of a request made with curl (lower-cased names), with the admin
+/// certificate unless `anonymous`.
+fn headers(kapi: &Kapi, method: &str, path: &str, origin: &str, anonymous: bool) -> (u16, Vec<(String, String)>) {
+    let pki = kapi.pki_dir();
+    let url = format!("https://127.0.0.1:{}{path}", kapi.port());
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-D", "-", "-o", "/dev/null", "-X", method, "--cacert"]).arg(pki.join("ca.crt")).args(["-H", &format!("Origin: {origin}")]);
+    if !anonymous {
+        cmd.arg("--cert").arg(pki.join("admin.crt")).arg("--key").arg(pki.join("admin.key"));
+    }
+    let out = cmd.arg(url).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let headers = lines.filter_map(|l| l.split_once(": ")).map(|(k, v)| (k.to_ascii_lowercase(), v.trim().to_owned())).collect();
+    (status, headers)
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn hsts_and_cors_headers_as_kube_sets_them() {
+    let kapi = Kapi::start_with(&[
+        "--strict-transport-security-directives",
+        "max-age=31536000,includeSubDomains",
+        "--cors-allowed-origins",
+        r"^https://console\.example\.com$",
+    ])
+    .expect("start kapi");
+    let (status, h) = headers(&kapi, "GET", "/api/v1/namespaces/default", "https://console.example.com", false);
+    assert_eq!(status, 200);
+    assert_eq!(header(&h, "strict-transport-security"), Some("max-age=31536000; includeSubDomains"));
+    assert_eq!(header(&h, "access-control-allow-origin"), Some("https://console.example.com"));
+    assert_eq!(header(&h, "access-control-allow-credentials"), Some("true"));
+    assert_eq!(header(&h, "access-control-allow-methods"), Some("POST, GET, OPTIONS, PUT, DELETE, PATCH"));
+
+    // A preflight is answered before authentication, with 204.
+    let (status, h) = headers(&kapi, "OPTIONS", "/api/v1/namespaces/default", "https://console.example.com", true);
+    assert_eq!(status, 204);
+    assert_eq!(header(&h, "access-control-allow-origin"), Some("https://console.example.com"));
+
+    // Another origin gets no CORS headers (HSTS still).
+    let (status, h) = headers(&kapi, "GET", "/api/v1/namespaces/default", "https://evil.example.org", false);
+    assert_eq!(status, 200);
+    assert_eq!(header(&h, "access-control-allow-origin"), None);
+    assert!(header(&h, "strict-transport-security").is_some());
+}

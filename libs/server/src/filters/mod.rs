@@ -2,6 +2,8 @@
 //!
 //! Order and why:
 //! 1. [`panic_recovery`] — a bug in one request answers 500 instead of dropping the connection;
+//!    [`http_headers`] — kube's HSTS and CORS headers on every answer, CORS preflights
+//!    answered at once;
 //!    [`pretty`] — indents the JSON answer of every later step for clients that ask for it;
 //! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
 //! 3. [`shutdown`] — counts requests in flight for termination, tells clients to reconnect
@@ -31,6 +33,7 @@ pub mod authentication;
 pub mod authorization;
 pub mod body_limit;
 pub mod goaway;
+pub mod http_headers;
 pub mod impersonation;
 pub mod max_in_flight;
 pub mod metrics;
@@ -96,6 +99,7 @@ pub fn chain(srv: Arc<ApiServer>) -> Chain {
     };
     let chain = ServiceBuilder::new()
         .layer(panic_recovery::PanicRecoveryLayer::new())
+        .layer(http_headers::HeaderLayer::new(srv.options.http_headers.clone()))
         .layer(pretty::PrettyLayer::new())
         .layer(request_info::RequestInfoLayer::new())
         .layer(shutdown::ShutdownLayer::new(srv.clone()))
