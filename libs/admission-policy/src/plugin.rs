@@ -15,13 +15,12 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use kapi_admission::{AdmissionPlugin, Attributes, Operation, Outcome};
-use kapi_apiextensions::cel::{Activation, AuthorizerInput, CelAuthorizer, Input};
+use kapi_apiextensions::cel::{Activation, AuthorizerInput, CelAuthorizer, Input, Reads};
 use kapi_apimachinery::{ApiError, GroupResource};
 use kapi_registry::rest::RestStore;
 use serde_json::Value;
 
 use crate::compiled::{CompiledPolicy, FailurePolicy};
-use kapi_apiextensions::cel::Reads;
 use crate::decisions::{AuditCollector, CachingAuthorizer, Denial, Dispatch};
 use crate::matching::{self, MatchInput, Matched};
 use crate::params;
