@@ -196,3 +196,53 @@ fn namespaces_get_their_default_account_and_root_ca_and_pods_mount_a_token() {
         "{stderr}"
     );
 }
+
+/// `jsonpath` of a quota, polled until it reads `want`.
+fn quota_reads(kapi: &Kapi, ns: &str, path: &str, want: &str) {
+    let mut got = String::new();
+    for _ in 0..100 {
+        got = kapi.kubectl(&["get", "quota", "q", "-n", ns, "-o", &format!("jsonpath={path}")]).ok("get quota");
+        if got == want {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("quota {path} is {got:?}, not {want:?}");
+}
+
+#[test]
+fn a_pods_quota_refuses_the_pod_over_it_and_deleting_one_frees_its_share() {
+    let kapi = Kapi::start().expect("start kapi");
+    kapi.kubectl(&["create", "namespace", "quota"]).ok("create namespace");
+    kapi.kubectl(&["create", "quota", "q", "-n", "quota", "--hard=pods=2,count/configmaps=10"]).ok("create quota");
+    // The controller fills the status (hard from spec, used counted: kube-root-ca.crt is one).
+    quota_reads(&kapi, "quota", "{.status.used.pods}", "0");
+    quota_reads(&kapi, "quota", "{.status.hard.pods}", "2");
+    eventually(&kapi, &["get", "serviceaccount", "default", "-n", "quota"]);
+
+    for name in ["a", "b"] {
+        kapi.kubectl(&["run", name, "--image=nginx", "-n", "quota"]).ok("run pod");
+    }
+    let (ok, stdout, stderr) = kapi.kubectl(&["run", "c", "--image=nginx", "-n", "quota"]).outcome();
+    assert!(!ok, "admitted over the quota: {stdout}");
+    assert!(
+        stderr
+            .contains("Error from server (Forbidden): pods \"c\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"),
+        "{stderr}"
+    );
+    let (found, _, _) = kapi.kubectl(&["get", "pod", "c", "-n", "quota"]).outcome();
+    assert!(!found, "nothing stored when refused");
+
+    // kubectl describe shows exact usage.
+    quota_reads(&kapi, "quota", "{.status.used.count/configmaps}", "1");
+    let described = kapi.kubectl(&["describe", "quota", "q", "-n", "quota"]).ok("describe quota");
+    let rows: Vec<Vec<&str>> = described.lines().map(|l| l.split_whitespace().collect()).filter(|r: &Vec<&str>| r.len() == 3).collect();
+    assert!(rows.contains(&vec!["pods", "2", "2"]), "{described}");
+    assert!(rows.contains(&vec!["count/configmaps", "1", "10"]), "{described}");
+
+    // Deleting a pod gives its share back; the next pod fits.
+    kapi.kubectl(&["delete", "pod", "a", "-n", "quota", "--wait=true"]).ok("delete pod");
+    quota_reads(&kapi, "quota", "{.status.used.pods}", "1");
+    kapi.kubectl(&["run", "c", "--image=nginx", "-n", "quota"]).ok("run pod after the delete");
+    quota_reads(&kapi, "quota", "{.status.used.pods}", "2");
+}

@@ -110,6 +110,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
                 Some(cel_authorizer.clone()),
             )),
             "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
+            "ResourceQuota" => Box::new(kapi_admission_builtin::ResourceQuota::new(context.rest.clone())),
             other => {
                 missing.push(other);
                 continue;

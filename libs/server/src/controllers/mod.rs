@@ -1,12 +1,13 @@
 //! In-process controllers for what kube-controller-manager does and users expect of any
 //! cluster: the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of every namespace
-//! ([`service_accounts`]).
+//! ([`service_accounts`]), and ResourceQuota usage kept exact ([`resource_quota`]).
 //!
 //! Each follows the watch caches, as kube's controllers follow informers, and queues the keys
 //! to reconcile; a failed reconcile is queued again a second later. Every write is idempotent
 //! (a create that finds the object made meanwhile is done; updates are conditional and
 //! recomputed from the current object), so that every replica may run them at once.
 
+pub mod resource_quota;
 pub mod service_accounts;
 
 use std::collections::BTreeSet;
@@ -33,7 +34,8 @@ pub async fn start(data_dir: &Path, caches: Arc<CacheSet>, rest: RestStore) -> R
     let root_ca = tokio::fs::read_to_string(&path)
         .await
         .map_err(|source| StartError::Io { context: format!("reading the cluster CA {}", path.display()), source })?;
-    service_accounts::start(caches, rest, root_ca);
+    service_accounts::start(caches.clone(), rest.clone(), root_ca);
+    resource_quota::start(caches, rest);
     Ok(())
 }
 
