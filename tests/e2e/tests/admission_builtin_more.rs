@@ -246,3 +246,50 @@ fn a_pods_quota_refuses_the_pod_over_it_and_deleting_one_frees_its_share() {
     kapi.kubectl(&["run", "c", "--image=nginx", "-n", "quota"]).ok("run pod after the delete");
     quota_reads(&kapi, "quota", "{.status.used.pods}", "2");
 }
+
+#[test]
+fn approving_a_csr_needs_approve_on_its_signer() {
+    let kapi = Kapi::start().expect("start kapi");
+    let dir = tempfile::tempdir().unwrap();
+    let bob = csr("bob", "example.com/signer", &certificate_request(&dir, "/CN=bob/O=dev"));
+    kapi.kubectl(&["create", "-f", manifest(&dir, "bob", &bob).to_str().unwrap()]).ok("create csr");
+
+    // A user who may update the approval subresource, but not approve for the signer.
+    let access = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "csr-approver"},
+        "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/approval"], "verbs": ["update"]}]});
+    kapi.kubectl(&["create", "-f", manifest(&dir, "approver-role", &access).to_str().unwrap()]).ok("create role");
+    kapi.kubectl(&["create", "clusterrolebinding", "csr-approver", "--clusterrole=csr-approver", "--user=approver"]).ok("bind");
+    let approver = kapi.issue_client_cert("approver", &[]);
+    let kubeconfig = kapi.kubeconfig_for("approver", &approver);
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let denied = kapi.kubectl(&["--kubeconfig", kubeconfig, "certificate", "approve", "bob"]);
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(!denied.status.success());
+    assert!(
+        stderr.contains("certificatesigningrequests.certificates.k8s.io \"bob\" is forbidden: user not permitted to approve requests with signerName \"example.com/signer\""),
+        "{stderr}"
+    );
+    assert_eq!(kapi.kubectl(&["get", "csr", "bob", "-o", "jsonpath={.status.conditions}"]).ok("get csr"), "", "nothing stored");
+
+    // With approve on the signer's domain, the approval goes through; only the conditions change.
+    let rule = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "example-approver"},
+        "rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "resourceNames": ["example.com/*"], "verbs": ["approve"]}]});
+    kapi.kubectl(&["create", "-f", manifest(&dir, "approve-rule", &rule).to_str().unwrap()]).ok("create approve role");
+    kapi.kubectl(&["create", "clusterrolebinding", "example-approver", "--clusterrole=example-approver", "--user=approver"]).ok("bind approver");
+    let mut approved = false;
+    for _ in 0..50 {
+        if kapi.kubectl(&["--kubeconfig", kubeconfig, "certificate", "approve", "bob"]).status.success() {
+            approved = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(approved, "approved once RBAC has the rule");
+    let stored: Value = serde_json::from_str(&kapi.kubectl(&["get", "csr", "bob", "-o", "json"]).ok("get csr")).unwrap();
+    let condition = &stored["status"]["conditions"][0];
+    assert_eq!((condition["type"].as_str(), condition["status"].as_str()), (Some("Approved"), Some("True")), "{stored}");
+    assert!(condition["lastUpdateTime"].is_string(), "kube stamps the condition: {condition}");
+    assert_eq!(stored["spec"]["signerName"], "example.com/signer");
+    assert!(stored["status"].get("certificate").is_none());
+}

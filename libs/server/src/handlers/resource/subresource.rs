@@ -57,9 +57,35 @@ pub(super) async fn subresource(
         RequestAdmission::new(&srv.admission, scope, request, view)
     };
     match (sub, info.verb.as_str()) {
-        ("status", "get") => {
+        ("status" | "approval", "get") => {
             let obj = srv.rest.get(strategy, ns, name).await?;
             single(scope, &obj, output, query, StatusCode::OK).await
+        }
+        ("approval", "update" | "patch") if (spec.group, spec.resource) == ("certificates.k8s.io", "certificatesigningrequests") => {
+            let kind = if info.verb == "update" { "UpdateOptions" } else { "PatchOptions" };
+            let admission = admit(Operation::Update, admission::options_object(kind, query), View::Object);
+            let track = field_manager::for_request(scope, query, caller.user_agent, "approval")?;
+            let hooks = WriteHooks { admission: Some(&admission), ..WriteHooks::tracking(track.as_deref()) };
+            let (mut warnings, body_obj, patch) = if info.verb == "update" {
+                let mut warnings = Vec::new();
+                let obj = decode_checked(scope, query, content_type, &body, &mut warnings)?;
+                (warnings, Some(obj), None)
+            } else {
+                (Vec::new(), None, Some(patch_kind(content_type, patch_schema("certificates.k8s.io", "v1", "CertificateSigningRequest"), None)?))
+            };
+            let updated = srv
+                .rest
+                .update_with(strategy, ns, name, WriteTarget::Status, dry, hooks, |stored| {
+                    let requested = match (&body_obj, &patch) {
+                        (Some(obj), _) => obj.clone(),
+                        (None, Some(kind)) => apply_patch(kind, &body, stored)?,
+                        (None, None) => stored.clone(),
+                    };
+                    Ok(approval_update(stored, &requested))
+                })
+                .await?;
+            warnings.extend(admission.warnings());
+            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK).await?, &warnings))
         }
         ("status", "update") => {
             let mut warnings = Vec::new();
@@ -138,6 +164,40 @@ pub(super) async fn subresource(
         }
         _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
     }
+}
+
+/// kube's CSR approval strategy: only `status.conditions` change, taken from the request; a new
+/// condition gets its timestamps; a resourceVersion the request names is a precondition.
+fn approval_update(stored: &Value, requested: &Value) -> Value {
+    let mut new = stored.clone();
+    let now = kapi_apimachinery::time::now_rfc3339();
+    let old_conditions = stored.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut conditions = requested.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    for condition in conditions.iter_mut() {
+        let known = old_conditions.iter().find(|c| c.get("type") == condition.get("type") && c.get("status") == condition.get("status"));
+        for field in ["lastUpdateTime", "lastTransitionTime"] {
+            if condition.get(field).is_none_or(Value::is_null) {
+                condition[field] = known.and_then(|k| k.get(field)).cloned().unwrap_or_else(|| Value::String(now.clone()));
+            }
+        }
+    }
+    let status = new.as_object_mut().map(|m| m.entry("status").or_insert_with(|| json!({})));
+    if let Some(status) = status.and_then(Value::as_object_mut) {
+        if conditions.is_empty() {
+            status.remove("conditions");
+        } else {
+            status.insert("conditions".into(), Value::Array(conditions));
+        }
+    }
+    match requested.pointer("/metadata/resourceVersion") {
+        Some(rv) => new["metadata"]["resourceVersion"] = rv.clone(),
+        None => {
+            if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+            }
+        }
+    }
+    new
 }
 
 /// `pods/<name>/binding`: sets `spec.nodeName` once, as the scheduler does through kube-apiserver.
