@@ -112,10 +112,7 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         }
         "/version" => system::respond(),
         OPENID_CONFIG_PATH | JWKS_PATH => oidc_document(srv, path, is_get),
-        "/metrics" => {
-            srv.metrics.set_replication(&srv.rest.caches().lag(), srv.fanout.as_ref().map(|f| f.stats()).as_ref());
-            response::text(StatusCode::OK, srv.metrics.render(), "text/plain; version=0.0.4; charset=utf-8")
-        }
+        "/metrics" | "/metrics/slis" => crate::metrics::respond(srv, path),
         p if p == "/healthz" || p == "/livez" || p == "/readyz" || p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
             crate::health::respond(&srv.health, p, &query).await
         }

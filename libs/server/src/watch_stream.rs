@@ -209,6 +209,7 @@ impl StreamState {
 /// Starts streaming a watch response.
 pub fn respond(srv: &Arc<ApiServer>, scope: Arc<dyn ResourceScope>, watcher: Watcher, opts: WatchOptions) -> Response<Body> {
     let now = Instant::now();
+    let events = srv.metrics.watch_events(scope.spec());
     let state = StreamState {
         watcher,
         scope,
@@ -230,7 +231,8 @@ pub fn respond(srv: &Arc<ApiServer>, scope: Arc<dyn ResourceScope>, watcher: Wat
     let frames = futures_util::stream::unfold(state, |mut st| async move {
         let frame = st.next_frame().await?;
         Some((Ok::<_, std::convert::Infallible>(Frame::data(frame)), st))
-    });
+    })
+    .inspect(move |f| events.observe(f.as_ref().ok().and_then(Frame::data_ref).map_or(0, Bytes::len)));
     let mut resp = Response::new(StreamBody::new(frames.boxed()).boxed_unsync());
     *resp.status_mut() = StatusCode::OK;
     let content_type = match opts.output.encoding {

@@ -117,14 +117,18 @@ impl<'a> RequestAdmission<'a> {
 
     async fn run_mutating(&self, attrs: &mut Attributes) -> Result<(), ApiError> {
         let mut outcome = Outcome::default();
+        let started = std::time::Instant::now();
         let result = self.chain.admit(attrs, &mut outcome).await;
+        crate::metrics::admission_step("admit", attrs.operation.as_str(), result.is_err(), started);
         self.merge(outcome);
         result
     }
 
     async fn run_validating(&self, attrs: &Attributes) -> Result<(), ApiError> {
         let mut outcome = Outcome::default();
+        let started = std::time::Instant::now();
         let result = self.chain.validate(attrs, &mut outcome).await;
+        crate::metrics::admission_step("validate", attrs.operation.as_str(), result.is_err(), started);
         self.merge(outcome);
         result
     }

@@ -113,6 +113,7 @@ fn long_running(info: &RequestInfo) -> bool {
 
 async fn write(auditor: &Auditor, handle: &AuditHandle, stage: Stage) {
     let event = handle.with(|a| a.event.to_json(stage, time::OffsetDateTime::now_utc()));
+    crate::metrics::audit_event();
     if let Err(e) = auditor.log.write(&event).await {
         tracing::error!("audit: {e}");
     }

@@ -29,6 +29,7 @@ where
     let user = match outcome {
         AuthOutcome::Authenticated(user) => {
             srv.metrics.authentication_attempts.with_label_values(&["success"]).inc();
+            srv.metrics.authenticated_user(&user.name);
             user
         }
         AuthOutcome::NotApplicable | AuthOutcome::Rejected(_) => {

@@ -1,19 +1,32 @@
-//! `apiserver_request_total`, `apiserver_request_duration_seconds` and
-//! `apiserver_longrunning_requests`, labelled as kube-apiserver labels them.
+//! kube's request instrumentation (`MonitorRequest`, `RecordLongRunning`): every resource
+//! request of a served resource is counted by kube's verb, dry run, group, version, resource,
+//! subresource, scope and code, timed, and its read answers sized; long-running requests
+//! (watches, logs, exec) are in `apiserver_longrunning_requests` while they stream and are
+//! recorded when they end, as kube records them when their handler returns. A request whose
+//! client goes away before the answer counts in `apiserver_request_aborts_total`.
+//!
+//! The labels are borrowed from the request and resolved through the series cache
+//! ([`crate::metrics::request`]), so a request costs a hash and a few atomic increments.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use http::{Request, Response};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use tower::ServiceExt;
 
 use super::filter;
-use crate::metrics::{metric_verb, RequestLabels};
-use crate::query::Query;
+use crate::metrics::request::{AbortGuard, Labels, LongRunning};
 use crate::request_info::RequestInfo;
 use crate::response::Body;
 use crate::state::ApiServer;
+
+/// Whether the chain serves this resource and subresource (asked once per label set).
+fn served(srv: &ApiServer, info: &RequestInfo) -> bool {
+    srv.chain
+        .scope(&info.api_group, &info.api_version, &info.resource)
+        .is_some_and(|s| info.subresource.is_empty() || s.spec().has_subresource(&info.subresource))
+}
 
 async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
 where
@@ -21,42 +34,36 @@ where
     S::Future: Send,
 {
     let started = Instant::now();
-    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
-    let verb = metric_verb(req.method(), &info.verb);
-    let dry_run = if Query::parse(req.uri().query()).get("dryRun").is_some() { "All" } else { "" };
-    let long_running = info.is_resource_request && info.is_long_running();
-    let long_running_labels =
-        [verb.as_str(), &info.api_group, &info.api_version, &info.resource, &info.subresource, info.scope(), "apiserver"];
+    let series = req.extensions().get::<RequestInfo>().filter(|i| i.is_resource_request).and_then(|info| {
+        let content_type = req.headers().get(http::header::CONTENT_TYPE).map(|v| v.as_bytes());
+        let labels = Labels::of(req.method(), req.uri().query(), content_type, info);
+        srv.metrics.request.series(&labels, || served(&srv, info)).map(|s| (s, info.is_long_running()))
+    });
+    let Some((series, long_running)) = series else {
+        return match inner.oneshot(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
+        };
+    };
     if long_running {
-        srv.metrics.long_running.with_label_values(&long_running_labels).inc();
+        series.long_running().inc();
     }
+    let guard = AbortGuard::new(series, long_running);
     let resp = match inner.oneshot(req).await {
         Ok(resp) => resp,
         Err(never) => match never {},
     };
-    if info.is_resource_request {
-        if long_running {
-            srv.metrics.long_running.with_label_values(&long_running_labels).dec();
-        }
-        srv.metrics.observe(
-            &RequestLabels {
-                verb: &verb,
-                dry_run,
-                group: &info.api_group,
-                version: &info.api_version,
-                resource: &info.resource,
-                subresource: &info.subresource,
-                scope: info.scope(),
-            },
-            resp.status().as_u16(),
-            started.elapsed().as_secs_f64(),
-        );
+    let series = guard.disarm();
+    let code = resp.status().as_u16();
+    if long_running {
+        return crate::response::hold_until_sent(resp, LongRunning { series, started, code });
     }
+    series.observe(code, started.elapsed().as_secs_f64(), resp.body().size_hint().exact());
     resp
 }
 
 filter!(
-    /// Records request counts and latencies into `srv.metrics`.
+    /// Records request counts, latencies and sizes into `srv.metrics`.
     MetricsLayer => WithMetrics { srv: Arc<ApiServer> },
     Incoming,
     run

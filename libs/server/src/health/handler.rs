@@ -32,7 +32,9 @@ fn not_found() -> hyper::Response<Body> {
 /// One check: `ok`, or 500 with the reason (this path is where the reason is shown).
 async fn one(registry: &Registry, endpoint: Endpoint, name: &str) -> hyper::Response<Body> {
     let Some(entry) = registry.checks(endpoint).iter().find(|e| e.name() == name) else { return not_found() };
-    match entry.run().await {
+    let result = entry.run().await;
+    registry.slis().observe(name, endpoint, result.is_ok());
+    match result {
         Ok(()) => response::text(StatusCode::OK, "ok", TEXT),
         Err(e) => response::text(StatusCode::INTERNAL_SERVER_ERROR, format!("internal server error: {e}\n"), TEXT),
     }
@@ -50,7 +52,9 @@ async fn list(registry: &Registry, endpoint: Endpoint, query: &Query) -> hyper::
             out.push_str(&format!("[+]{name} excluded: ok\n"));
             continue;
         }
-        match entry.run().await {
+        let result = entry.run().await;
+        registry.slis().observe(name, endpoint, result.is_ok());
+        match result {
             Ok(()) => out.push_str(&format!("[+]{name} ok\n")),
             Err(e) => {
                 out.push_str(&format!("[-]{name} failed: reason withheld\n"));

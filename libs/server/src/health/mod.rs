@@ -11,6 +11,7 @@
 
 pub mod checks;
 mod handler;
+pub mod slis;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -120,13 +121,21 @@ pub struct Registry {
     readyz: Vec<Entry>,
     livez_grace_until: Instant,
     lifecycle: Arc<Lifecycle>,
+    slis: slis::Slis,
 }
 
 impl Registry {
     /// An empty registry; boot-sequence checks added later pass on `/livez` until
     /// `livez_grace` after now (kube measures it from registration, which is start-up).
     pub fn new(livez_grace: Duration, lifecycle: Arc<Lifecycle>) -> Self {
-        Self { healthz: Vec::new(), livez: Vec::new(), readyz: Vec::new(), livez_grace_until: Instant::now() + livez_grace, lifecycle }
+        Self {
+            healthz: Vec::new(),
+            livez: Vec::new(),
+            readyz: Vec::new(),
+            livez_grace_until: Instant::now() + livez_grace,
+            lifecycle,
+            slis: slis::Slis::new(),
+        }
     }
 
     fn entry(check: &Arc<dyn HealthCheck>, passes_until: Option<Instant>) -> Entry {
@@ -170,12 +179,19 @@ impl Registry {
     /// lifecycle's `HasBeenReady` fires, whoever asked (a probe or an internal controller).
     pub async fn passes(&self, endpoint: Endpoint) -> bool {
         for entry in self.checks(endpoint) {
-            if entry.run().await.is_err() {
+            let ok = entry.run().await.is_ok();
+            self.slis.observe(entry.name(), endpoint, ok);
+            if !ok {
                 return false;
             }
         }
         self.passed(endpoint);
         true
+    }
+
+    /// The checks' SLIs (`/metrics/slis`).
+    pub fn slis(&self) -> &slis::Slis {
+        &self.slis
     }
 
     fn passed(&self, endpoint: Endpoint) {
