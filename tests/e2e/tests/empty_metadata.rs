@@ -201,7 +201,7 @@ fn built_in_kinds_drop_empty_omitempty_fields_as_go_writes_them() {
     // A container's empty lists, zero host port and false flags are dropped; pointers and
     // structs stay (`securityContext: {}`, `terminationGracePeriodSeconds: 0`).
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-        "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {}, "volumes": [],
+        "spec": {"terminationGracePeriodSeconds": 0, "nodeSelector": {}, "volumes": [], "automountServiceAccountToken": false,
             "containers": [{"name": "c", "image": "nginx", "command": [], "env": [],
                 "ports": [{"containerPort": 80, "hostPort": 0}], "stdin": false, "securityContext": {}}]}});
     let created = ok(kapi.request(&Request::new("POST", "/api/v1/namespaces/default/pods").json(&pod)), "pod");
