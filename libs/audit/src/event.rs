@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use kapi_auth::UserInfo;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::policy::{Level, Stage};
@@ -74,21 +74,6 @@ pub fn micro_time(t: OffsetDateTime) -> String {
     )
 }
 
-fn user_json(user: &UserInfo) -> Value {
-    let mut u = Map::new();
-    u.insert("username".into(), Value::String(user.name.clone()));
-    if !user.uid.is_empty() {
-        u.insert("uid".into(), Value::String(user.uid.clone()));
-    }
-    if !user.groups.is_empty() {
-        u.insert("groups".into(), json!(user.groups));
-    }
-    if !user.extra.is_empty() {
-        u.insert("extra".into(), json!(user.extra));
-    }
-    Value::Object(u)
-}
-
 /// Drops `metadata.managedFields` from an object, or from each item of a list.
 pub fn strip_managed_fields(obj: &mut Value) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -101,55 +86,110 @@ pub fn strip_managed_fields(obj: &mut Value) {
     }
 }
 
+/// The user as an event writes it, borrowed.
+#[derive(serde::Serialize)]
+struct UserOut<'a> {
+    username: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    uid: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    groups: &'a [String],
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    extra: &'a BTreeMap<String, Vec<String>>,
+}
+
+impl<'a> From<&'a UserInfo> for UserOut<'a> {
+    fn from(u: &'a UserInfo) -> Self {
+        UserOut { username: &u.name, uid: &u.uid, groups: &u.groups, extra: &u.extra }
+    }
+}
+
+/// The objectRef as an event writes it, borrowed.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectRefOut<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    resource: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    api_group: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    api_version: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    subresource: &'a str,
+}
+
+/// The event as written, borrowed from [`Event`]: serialized straight to the log line.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventOut<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    level: &'static str,
+    #[serde(rename = "auditID")]
+    audit_id: &'a str,
+    stage: &'static str,
+    #[serde(rename = "requestURI")]
+    request_uri: &'a str,
+    verb: &'a str,
+    user: UserOut<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    impersonated_user: Option<UserOut<'a>>,
+    #[serde(rename = "sourceIPs")]
+    source_ips: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_agent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_ref: Option<ObjectRefOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_status: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_object: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_object: Option<&'a Value>,
+    request_received_timestamp: String,
+    stage_timestamp: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: &'a BTreeMap<String, String>,
+}
+
 impl Event {
-    /// The event as written at `stage`, stamped `now`.
-    pub fn to_json(&self, stage: Stage, now: OffsetDateTime) -> Value {
-        let mut e = Map::new();
-        e.insert("kind".into(), Value::String("Event".into()));
-        e.insert("apiVersion".into(), Value::String("audit.k8s.io/v1".into()));
-        e.insert("level".into(), Value::String(self.level.as_str().into()));
-        e.insert("auditID".into(), Value::String(self.audit_id.clone()));
-        e.insert("stage".into(), Value::String(stage.as_str().into()));
-        e.insert("requestURI".into(), Value::String(self.request_uri.clone()));
-        e.insert("verb".into(), Value::String(self.verb.clone()));
-        e.insert("user".into(), user_json(&self.user));
-        if let Some(impersonated) = &self.impersonated_user {
-            e.insert("impersonatedUser".into(), user_json(impersonated));
-        }
-        e.insert("sourceIPs".into(), json!(self.source_ips));
-        if let Some(agent) = &self.user_agent {
-            e.insert("userAgent".into(), Value::String(agent.clone()));
-        }
-        if let Some(r) = &self.object_ref {
-            let mut o = Map::new();
-            let mut put = |k: &str, v: &str| {
-                if !v.is_empty() {
-                    o.insert(k.into(), Value::String(v.to_owned()));
-                }
-            };
-            put("resource", &r.resource);
-            put("namespace", &r.namespace);
-            put("name", &r.name);
-            put("apiGroup", &r.api_group);
-            put("apiVersion", &r.api_version);
-            put("subresource", &r.subresource);
-            e.insert("objectRef".into(), Value::Object(o));
-        }
-        if let Some(status) = &self.response_status {
-            e.insert("responseStatus".into(), status.clone());
-        }
-        // The request object is known once the handler decoded it: not at RequestReceived.
-        if let Some(obj) = self.request_object.as_ref().filter(|_| self.level >= Level::Request && stage != Stage::RequestReceived) {
-            e.insert("requestObject".into(), obj.clone());
-        }
-        if let Some(obj) = self.response_object.as_ref().filter(|_| self.level >= Level::RequestResponse && stage == Stage::ResponseComplete) {
-            e.insert("responseObject".into(), obj.clone());
-        }
-        e.insert("requestReceivedTimestamp".into(), Value::String(micro_time(self.request_received)));
-        e.insert("stageTimestamp".into(), Value::String(micro_time(now)));
-        if !self.annotations.is_empty() {
-            e.insert("annotations".into(), json!(self.annotations));
-        }
-        Value::Object(e)
+    /// The event as written at `stage`, stamped `now`: one JSON line, newline included, made
+    /// without an intermediate JSON tree.
+    pub fn to_line(&self, stage: Stage, now: OffsetDateTime) -> Vec<u8> {
+        let out = EventOut {
+            kind: "Event",
+            api_version: "audit.k8s.io/v1",
+            level: self.level.as_str(),
+            audit_id: &self.audit_id,
+            stage: stage.as_str(),
+            request_uri: &self.request_uri,
+            verb: &self.verb,
+            user: (&self.user).into(),
+            impersonated_user: self.impersonated_user.as_ref().map(Into::into),
+            source_ips: &self.source_ips,
+            user_agent: self.user_agent.as_deref(),
+            object_ref: self.object_ref.as_ref().map(|r| ObjectRefOut {
+                resource: &r.resource,
+                namespace: &r.namespace,
+                name: &r.name,
+                api_group: &r.api_group,
+                api_version: &r.api_version,
+                subresource: &r.subresource,
+            }),
+            response_status: self.response_status.as_ref(),
+            // The request object is known once the handler decoded it: not at RequestReceived.
+            request_object: self.request_object.as_ref().filter(|_| self.level >= Level::Request && stage != Stage::RequestReceived),
+            response_object: self.response_object.as_ref().filter(|_| self.level >= Level::RequestResponse && stage == Stage::ResponseComplete),
+            request_received_timestamp: micro_time(self.request_received),
+            stage_timestamp: micro_time(now),
+            annotations: &self.annotations,
+        };
+        let mut line = serde_json::to_vec(&out).unwrap_or_default();
+        line.push(b'\n');
+        line
     }
 }

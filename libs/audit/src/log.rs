@@ -56,6 +56,8 @@ pub struct LogOptions {
 
 /// How many events batch mode queues before requests wait (kube's batch buffer).
 const BATCH_BUFFER: usize = 10_000;
+/// At most this many events go into one write.
+const MAX_BATCH: usize = 512;
 
 struct Entry {
     line: Vec<u8>,
@@ -82,6 +84,11 @@ impl LogBackend {
     pub async fn write(&self, event: &Value) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(event).map_err(std::io::Error::other)?;
         line.push(b'\n');
+        self.write_line(line).await
+    }
+
+    /// Writes one line (an event serialized, newline included) as the mode says.
+    pub async fn write_line(&self, line: Vec<u8>) -> std::io::Result<()> {
         match self.mode {
             Mode::Batch => {
                 let _ = self.queue.send(Entry { line, done: None }).await;
@@ -136,25 +143,51 @@ impl Sink {
         Ok(Sink { out: Out::File(file), written, options: options.clone() })
     }
 
+    /// Writes what is queued in one go: under load many events wait together, and one write
+    /// call (and one wake-up of each waiting request) serves them all.
     fn run(mut self, mut entries: mpsc::Receiver<Entry>) {
-        while let Some(entry) = entries.blocking_recv() {
-            let result = self.write(&entry.line);
-            if let Some(done) = entry.done {
-                let _ = done.send(result);
+        let mut batch: Vec<Entry> = Vec::new();
+        while let Some(first) = entries.blocking_recv() {
+            batch.push(first);
+            while batch.len() < MAX_BATCH {
+                match entries.try_recv() {
+                    Ok(entry) => batch.push(entry),
+                    Err(_) => break,
+                }
+            }
+            let result = self.write_batch(&batch);
+            for entry in batch.drain(..) {
+                if let Some(done) = entry.done {
+                    let _ = done.send(result.as_ref().map(|_| ()).map_err(|e| std::io::Error::new(e.kind(), e.to_string())));
+                }
             }
         }
     }
 
-    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
+    fn write_batch(&mut self, batch: &[Entry]) -> std::io::Result<()> {
         let max = self.options.max_size_mb.saturating_mul(1024 * 1024);
-        if max > 0 && self.written + line.len() as u64 > max && self.written > 0 {
-            self.rotate()?;
+        let mut pending: Vec<u8> = Vec::new();
+        for entry in batch {
+            // A rotation falls between events, never inside one.
+            if max > 0 && self.written + (pending.len() + entry.line.len()) as u64 > max && self.written + pending.len() as u64 > 0 {
+                self.flush(&pending)?;
+                pending.clear();
+                self.rotate()?;
+            }
+            pending.extend_from_slice(&entry.line);
+        }
+        self.flush(&pending)
+    }
+
+    fn flush(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
         }
         match &mut self.out {
-            Out::Stdout => std::io::stdout().lock().write_all(line)?,
-            Out::File(file) => file.write_all(line)?,
+            Out::Stdout => std::io::stdout().lock().write_all(bytes)?,
+            Out::File(file) => file.write_all(bytes)?,
         }
-        self.written += line.len() as u64;
+        self.written += bytes.len() as u64;
         Ok(())
     }
 

@@ -57,6 +57,24 @@ fn row(label: &str, s: &Samples, base: &Samples) -> String {
     )
 }
 
+/// The workload against a kapi auditing every request at Metadata in `mode`; the events written.
+async fn audited(kapi_bin: &Path, plan: &Plan, mode: &str) -> Result<(Samples, Samples, usize), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).map_err(|e| e.to_string())?;
+    let log = dir.path().join("audit.log");
+    let (policy, log_arg) = (policy.to_string_lossy().into_owned(), log.to_string_lossy().into_owned());
+    let kapi = Kapi::start_with(kapi_bin, &["--audit-policy-file", &policy, "--audit-log-path", &log_arg, "--audit-log-mode", mode])?;
+    kapi.wait_ready().await?;
+    let (creates, gets) = workload(&kapi, plan).await?;
+    drop(kapi);
+    let lines = std::fs::read_to_string(&log).map(|t| t.lines().count()).unwrap_or(0);
+    if lines < 2 * plan.objects {
+        return Err(format!("the audit log has {lines} events for {} requests ({mode})", 2 * plan.objects));
+    }
+    Ok((creates, gets, lines))
+}
+
 /// The section.
 pub async fn run(kapi_bin: &Path, quick: bool) -> Result<String, String> {
     let plan = Plan::new(quick);
@@ -65,19 +83,8 @@ pub async fn run(kapi_bin: &Path, quick: bool) -> Result<String, String> {
     let (creates, gets) = workload(&plain, &plan).await?;
     drop(plain);
 
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let policy = dir.path().join("policy.yaml");
-    std::fs::write(&policy, POLICY).map_err(|e| e.to_string())?;
-    let log = dir.path().join("audit.log");
-    let (policy, log_arg) = (policy.to_string_lossy().into_owned(), log.to_string_lossy().into_owned());
-    let audited = Kapi::start_with(kapi_bin, &["--audit-policy-file", &policy, "--audit-log-path", &log_arg])?;
-    audited.wait_ready().await?;
-    let (audited_creates, audited_gets) = workload(&audited, &plan).await?;
-    drop(audited);
-    let lines = std::fs::read_to_string(&log).map(|t| t.lines().count()).unwrap_or(0);
-    if lines < 2 * plan.objects {
-        return Err(format!("the audit log has {lines} events for {} requests", 2 * plan.objects));
-    }
+    let (audited_creates, audited_gets, lines) = audited(kapi_bin, &plan, "blocking").await?;
+    let (batch_creates, batch_gets, _) = audited(kapi_bin, &plan, "batch").await?;
 
     let mut report = String::from("## Audit logging\n\n");
     report.push_str(&format!(
@@ -87,12 +94,21 @@ pub async fn run(kapi_bin: &Path, quick: bool) -> Result<String, String> {
     report.push_str("| requests | per second | cost | p50 | p99 |\n|---|---|---|---|---|\n");
     report.push_str(&row("creates, no audit", &creates, &creates));
     report.push_str(&row("creates, audit Metadata", &audited_creates, &creates));
+    report.push_str(&row("creates, audit Metadata, batch mode", &batch_creates, &creates));
     report.push_str(&row("GETs, no audit", &gets, &gets));
     report.push_str(&row("GETs, audit Metadata", &audited_gets, &gets));
+    report.push_str(&row("GETs, audit Metadata, batch mode", &batch_gets, &gets));
     let worst = [(audited_creates.per_second(), creates.per_second()), (audited_gets.per_second(), gets.per_second())]
         .iter()
         .map(|(a, b)| 100.0 * (1.0 - a / b.max(1e-9)))
         .fold(f64::MIN, f64::max);
-    report.push_str(&format!("\nAudit at Metadata costs at most {worst:.1}% of the rate (target: at most 10%: {}).\n\n", if worst <= 10.0 { "met" } else { "missed" }));
+    let batch_worst = [(batch_creates.per_second(), creates.per_second()), (batch_gets.per_second(), gets.per_second())]
+        .iter()
+        .map(|(a, b)| 100.0 * (1.0 - a / b.max(1e-9)))
+        .fold(f64::MIN, f64::max);
+    report.push_str(&format!(
+        "\nAudit at Metadata costs at most {worst:.1}% of the rate in blocking mode (kube's default for the log; target: at most 10%: {}), {batch_worst:.1}% in batch mode.\n\n",
+        if worst <= 10.0 { "met" } else { "missed" }
+    ));
     Ok(report)
 }

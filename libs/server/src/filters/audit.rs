@@ -112,9 +112,9 @@ fn long_running(info: &RequestInfo) -> bool {
 }
 
 async fn write(auditor: &Auditor, handle: &AuditHandle, stage: Stage) {
-    let event = handle.with(|a| a.event.to_json(stage, time::OffsetDateTime::now_utc()));
+    let line = handle.with(|a| a.event.to_line(stage, time::OffsetDateTime::now_utc()));
     crate::metrics::audit_event();
-    if let Err(e) = auditor.log.write(&event).await {
+    if let Err(e) = auditor.log.write_line(line).await {
         tracing::error!("audit: {e}");
     }
 }
