@@ -105,6 +105,21 @@ pub fn denied(hook: &Hook, result: Option<&Value>) -> ApiError {
     err
 }
 
+/// Reports one call to the server's metrics, if it observes (kube's webhook duration and
+/// rejection series); `rejection` is why and with which code the call refused the request.
+pub fn observe(
+    observer: Option<&std::sync::Arc<dyn kapi_admission::AdmissionObserver>>,
+    hook: &Hook,
+    kind: &'static str,
+    attrs: &Attributes,
+    rejection: Option<(kapi_admission::WebhookRejection, u16)>,
+    elapsed: std::time::Duration,
+) {
+    if let Some(observer) = observer {
+        observer.webhook(&hook.name, kind, attrs.operation, rejection, elapsed);
+    }
+}
+
 /// kube adds a webhook's audit annotations under `<webhook name>/<key>`; its warnings go to the
 /// client.
 pub fn record(hook: &Hook, answer: &Answer, outcome: &mut kapi_admission::Outcome) {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kapi_admission::{AdmissionPlugin, Attributes, EquivalentResources, Operation, Outcome};
+use kapi_admission::{AdmissionObserver, AdmissionPlugin, Attributes, EquivalentResources, Operation, Outcome, WebhookRejection};
 use kapi_apimachinery::patch::apply_json_patch;
 use kapi_apiextensions::cel::CelAuthorizer;
 use kapi_apimachinery::ApiError;
@@ -32,6 +32,7 @@ pub struct MutatingWebhooks {
     client: Client,
     authorizer: Option<Arc<dyn CelAuthorizer>>,
     equivalents: Option<Arc<dyn EquivalentResources>>,
+    observer: Option<Arc<dyn AdmissionObserver>>,
 }
 
 impl MutatingWebhooks {
@@ -44,7 +45,13 @@ impl MutatingWebhooks {
         authorizer: Option<Arc<dyn CelAuthorizer>>,
         equivalents: Option<Arc<dyn EquivalentResources>>,
     ) -> Self {
-        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client, authorizer, equivalents }
+        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client, authorizer, equivalents, observer: None }
+    }
+
+    /// The plugin reporting each call to `observer` (kube's webhook metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn AdmissionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 }
 
@@ -122,13 +129,19 @@ impl MutatingWebhooks {
                 continue;
             }
             let mut changed = false;
+            let started = std::time::Instant::now();
             let answer = call::call(&self.client, hook, &call::Reviews::new(seen, attrs), true).await;
+            let elapsed = started.elapsed();
+            let observe = |rejection| call::observe(self.observer.as_ref(), hook, "admit", attrs, rejection, elapsed);
             match answer {
                 Ok(answer) => {
                     call::record(hook, &answer, outcome);
                     if !answer.allowed {
-                        return Err(call::denied(hook, answer.result.as_ref()));
+                        let e = call::denied(hook, answer.result.as_ref());
+                        observe(Some((WebhookRejection::Denied, e.code)));
+                        return Err(e);
                     }
+                    observe(None);
                     if let Some(patch) = answer.patch.filter(|p| !is_empty_patch(p)) {
                         let Some(object) = seen.object.as_ref() else {
                             return Err(ApiError::internal(format!(
@@ -152,12 +165,18 @@ impl MutatingWebhooks {
                 Err(CallFailure::Calling(reason)) if hook.ignore_failures => {
                     tracing::warn!(webhook = %hook.name, "failed calling webhook, failing open: {reason}");
                     let _ = outcome.annotate(format!("{FAILED_OPEN_PREFIX}round_{round}_index_{index}"), hook.name.clone());
+                    observe(None);
                 }
                 Err(CallFailure::Calling(reason)) => {
                     tracing::warn!(webhook = %hook.name, "failed calling webhook, failing closed: {reason}");
-                    return Err(ApiError::internal(reason));
+                    let e = ApiError::internal(reason);
+                    observe(Some((WebhookRejection::CallFailed, e.code)));
+                    return Err(e);
                 }
-                Err(CallFailure::Rejected(e)) => return Err(e),
+                Err(CallFailure::Rejected(e)) => {
+                    observe(Some((WebhookRejection::Internal, e.code)));
+                    return Err(e);
+                }
             }
             if changed {
                 rounds.require_reinvoking_previous();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kapi_admission::{AdmissionPlugin, Attributes, EquivalentResources, Operation, Outcome};
+use kapi_admission::{AdmissionObserver, AdmissionPlugin, Attributes, EquivalentResources, Operation, Outcome, WebhookRejection};
 use kapi_apiextensions::cel::CelAuthorizer;
 use kapi_apimachinery::ApiError;
 use kapi_registry::rest::RestStore;
@@ -24,6 +24,7 @@ pub struct ValidatingWebhooks {
     client: Client,
     authorizer: Option<Arc<dyn CelAuthorizer>>,
     equivalents: Option<Arc<dyn EquivalentResources>>,
+    observer: Option<Arc<dyn AdmissionObserver>>,
 }
 
 impl ValidatingWebhooks {
@@ -36,7 +37,13 @@ impl ValidatingWebhooks {
         authorizer: Option<Arc<dyn CelAuthorizer>>,
         equivalents: Option<Arc<dyn EquivalentResources>>,
     ) -> Self {
-        ValidatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Validating), rest, client, authorizer, equivalents }
+        ValidatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Validating), rest, client, authorizer, equivalents, observer: None }
+    }
+
+    /// The plugin reporting each call to `observer` (kube's webhook metrics).
+    pub fn with_observer(mut self, observer: Arc<dyn AdmissionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 }
 
@@ -79,28 +86,42 @@ impl AdmissionPlugin for ValidatingWebhooks {
         let exact = call::Reviews::new(attrs, attrs);
         let versioned: Vec<(Invocation, call::Reviews<'_>)> = versions.iter().map(|(i, v)| (i.clone(), call::Reviews::new(v, attrs))).collect();
         let reviews_for = |invocation: &Invocation| versioned.iter().find(|(i, _)| i == invocation).map_or(&exact, |(_, r)| r);
-        let calls = relevant.iter().map(|(hook, invocation)| call::call(&self.client, hook, reviews_for(invocation), false));
+        let calls = relevant.iter().map(|(hook, invocation)| async {
+            let started = std::time::Instant::now();
+            let result = call::call(&self.client, hook, reviews_for(invocation), false).await;
+            (result, started.elapsed())
+        });
         let results = futures_util::future::join_all(calls).await;
         let mut first_error = None;
-        for (index, ((hook, _), result)) in relevant.iter().zip(results).enumerate() {
+        for (index, ((hook, _), (result, elapsed))) in relevant.iter().zip(results).enumerate() {
+            let observe = |rejection| call::observe(self.observer.as_ref(), hook, "validating", attrs, rejection, elapsed);
             let error = match result {
                 Ok(answer) => {
                     call::record(hook, &answer, outcome);
                     if answer.allowed {
+                        observe(None);
                         continue;
                     }
-                    call::denied(hook, answer.result.as_ref())
+                    let e = call::denied(hook, answer.result.as_ref());
+                    observe(Some((WebhookRejection::Denied, e.code)));
+                    e
                 }
                 Err(CallFailure::Calling(reason)) if hook.ignore_failures => {
                     tracing::warn!(webhook = %hook.name, "failed calling webhook, failing open: {reason}");
                     let _ = outcome.annotate(format!("{FAILED_OPEN_PREFIX}round_0_index_{index}"), hook.name.clone());
+                    observe(None);
                     continue;
                 }
                 Err(CallFailure::Calling(reason)) => {
                     tracing::warn!(webhook = %hook.name, "failed calling webhook, failing closed: {reason}");
-                    ApiError::internal(reason)
+                    let e = ApiError::internal(reason);
+                    observe(Some((WebhookRejection::CallFailed, e.code)));
+                    e
                 }
-                Err(CallFailure::Rejected(e)) => e,
+                Err(CallFailure::Rejected(e)) => {
+                    observe(Some((WebhookRejection::Internal, e.code)));
+                    e
+                }
             };
             first_error.get_or_insert(error);
         }

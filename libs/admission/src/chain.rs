@@ -32,13 +32,38 @@ pub trait AdmissionPlugin: Send + Sync {
 #[derive(Default)]
 pub struct Chain {
     plugins: Vec<Box<dyn AdmissionPlugin>>,
+    observer: Option<std::sync::Arc<dyn crate::AdmissionObserver>>,
 }
 
 impl Chain {
     /// A chain of `plugins`, run in the order given (build it from
     /// [`crate::enabled_plugins`]).
     pub fn new(plugins: Vec<Box<dyn AdmissionPlugin>>) -> Self {
-        Chain { plugins }
+        Chain { plugins, observer: None }
+    }
+
+    /// The chain reporting each plugin's time to `observer` (kube's
+    /// `apiserver_admission_controller_admission_duration_seconds`).
+    pub fn with_observer(mut self, observer: std::sync::Arc<dyn crate::AdmissionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn observe(&self, plugin: &dyn AdmissionPlugin, step: &'static str, operation: Operation, rejected: bool, started: std::time::Instant) {
+        if let Some(observer) = &self.observer {
+            observer.plugin(plugin.name(), step, operation, rejected, started.elapsed());
+        }
+    }
+
+    async fn admit_round(&self, attrs: &mut Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
+        let operation = attrs.operation;
+        for plugin in self.plugins.iter().filter(|p| p.handles(operation)) {
+            let started = std::time::Instant::now();
+            let result = plugin.admit(attrs, outcome).await;
+            self.observe(plugin.as_ref(), "admit", operation, result.is_err(), started);
+            result?;
+        }
+        Ok(())
     }
 
     /// The plugins' names, in order (kube logs them at start).
@@ -55,15 +80,10 @@ impl Chain {
     /// plugin asks for it, every one runs a second time (kube's reinvocation), so that a
     /// plugin sees what later plugins changed.
     pub async fn admit(&self, attrs: &mut Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
-        let operation = attrs.operation;
-        for plugin in self.plugins.iter().filter(|p| p.handles(operation)) {
-            plugin.admit(attrs, outcome).await?;
-        }
+        self.admit_round(attrs, outcome).await?;
         if attrs.reinvocation.requested() {
             attrs.reinvocation.start_reinvoke();
-            for plugin in self.plugins.iter().filter(|p| p.handles(operation)) {
-                plugin.admit(attrs, outcome).await?;
-            }
+            self.admit_round(attrs, outcome).await?;
         }
         Ok(())
     }
@@ -71,7 +91,10 @@ impl Chain {
     /// The validating phase, after the object's own validation: no plugin changes it any more.
     pub async fn validate(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
         for plugin in self.plugins.iter().filter(|p| p.handles(attrs.operation)) {
-            plugin.validate(attrs, outcome).await?;
+            let started = std::time::Instant::now();
+            let result = plugin.validate(attrs, outcome).await;
+            self.observe(plugin.as_ref(), "validate", attrs.operation, result.is_err(), started);
+            result?;
         }
         Ok(())
     }

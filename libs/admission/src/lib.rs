@@ -13,10 +13,12 @@ pub mod attributes;
 pub mod chain;
 pub mod config;
 pub mod equivalents;
+pub mod observer;
 pub mod plugins;
 
 pub use attributes::{Attributes, Operation, Outcome, Reinvocation};
 pub use chain::{AdmissionPlugin, Chain};
 pub use config::{AdmissionConfig, ConfigError};
 pub use equivalents::EquivalentResources;
+pub use observer::{AdmissionObserver, WebhookRejection};
 pub use plugins::{enabled_plugins, PluginNames};

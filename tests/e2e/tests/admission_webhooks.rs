@@ -112,6 +112,20 @@ fn a_validating_webhook_denies_as_kubectl_prints_it_and_nothing_is_stored() {
     let fine = create(&kapi, CONFIGMAPS, &configmap("fine", json!({"verdict": "good"})));
     assert_eq!(fine.status, 201, "{}", fine.raw);
     assert_eq!(webhook.calls("/deny").len(), 2, "only the two writes the objectSelector picks");
+
+    // kube's admission metrics count the calls and refusals.
+    let metrics = kapi.request(&Request::get("/metrics")).raw;
+    let sample = |prefix: &str| metrics.lines().find(|l| l.starts_with(prefix)).map(|l| l.rsplit(' ').next().unwrap_or_default().to_owned());
+    assert_eq!(
+        sample(r#"apiserver_admission_webhook_rejection_count{error_type="no_error",name="deny.e2e.kapi",operation="CREATE",rejection_code="403",type="validating"}"#).as_deref(),
+        Some("2"),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(r#"apiserver_admission_webhook_admission_duration_seconds_count{name="deny.e2e.kapi",operation="CREATE",rejected="true",type="validating"}"#).as_deref(),
+        Some("2")
+    );
+    assert!(sample(r#"apiserver_admission_controller_admission_duration_seconds_count{name="ValidatingAdmissionWebhook",operation="CREATE",rejected="false",type="validate"}"#).is_some());
 }
 
 #[test]

@@ -75,6 +75,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
     let client = kapi_webhook::Client::new(Arc::new(kapi_webhook::EndpointSliceResolver::new(context.rest.clone())));
     let cel_authorizer: Arc<dyn kapi_apiextensions::cel::CelAuthorizer> = Arc::new(cel_authorizer::ServerCelAuthorizer(context.authorizer.clone()));
     let equivalents: Arc<dyn kapi_admission::EquivalentResources> = Arc::new(equivalents::TierEquivalents(context.tiers.clone()));
+    let observer: Arc<dyn kapi_admission::AdmissionObserver> = Arc::new(crate::metrics::AdmissionMetrics);
     let mut missing = Vec::new();
     for name in &options.plugins {
         let plugin: Box<dyn AdmissionPlugin> = match *name {
@@ -98,7 +99,10 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
                 let plugin = config.and_then(|c| kapi_admission_builtin::PodSecurity::new(context.rest.clone(), c.as_ref()));
                 Box::new(plugin.map_err(|e| format!("couldn't init admission plugin \"PodSecurity\": {e}"))?)
             }
-            "MutatingAdmissionWebhook" => Box::new(MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
+            "MutatingAdmissionWebhook" => Box::new(
+                MutatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))
+                    .with_observer(observer.clone()),
+            ),
             "MutatingAdmissionPolicy" => Box::new(kapi_admission_policy::MutatingAdmissionPolicy::new(
                 context.rest.clone(),
                 Arc::new(params::TierParams(context.tiers.clone())),
@@ -109,7 +113,10 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
                 Arc::new(params::TierParams(context.tiers.clone())),
                 Some(cel_authorizer.clone()),
             )),
-            "ValidatingAdmissionWebhook" => Box::new(ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))),
+            "ValidatingAdmissionWebhook" => Box::new(
+                ValidatingWebhooks::new(context.rest.clone(), client.clone(), Some(cel_authorizer.clone()), Some(equivalents.clone()))
+                    .with_observer(observer.clone()),
+            ),
             "ResourceQuota" => Box::new(kapi_admission_builtin::ResourceQuota::new(context.rest.clone())),
             other => {
                 missing.push(other);
@@ -121,7 +128,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
     if !missing.is_empty() {
         tracing::warn!(plugins = %missing.join(","), "admission plugins enabled but not implemented by kapi yet; they do not run");
     }
-    let chain = Chain::new(plugins);
+    let chain = Chain::new(plugins).with_observer(observer);
     tracing::info!(plugins = %chain.names().join(","), "admission chain");
     Ok(chain)
 }

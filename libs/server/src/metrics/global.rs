@@ -5,13 +5,16 @@
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Registry};
 
 use super::{opts, register};
 
 struct Global {
     audit_events: IntCounter,
     admission_step: HistogramVec,
+    admission_controller: HistogramVec,
+    admission_webhook: HistogramVec,
+    admission_webhook_rejections: IntCounterVec,
 }
 
 static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
@@ -27,11 +30,75 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
         &["type", "operation", "rejected"],
     )
     .expect("metric definition"),
+    admission_controller: HistogramVec::new(
+        HistogramOpts::from(opts(
+            "apiserver_admission_controller_admission_duration_seconds",
+            "STABLE",
+            "Admission controller latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
+        ))
+        .buckets(vec![0.005, 0.025, 0.1, 0.5, 1.0, 2.5]),
+        &["name", "type", "operation", "rejected"],
+    )
+    .expect("metric definition"),
+    admission_webhook: HistogramVec::new(
+        HistogramOpts::from(opts(
+            "apiserver_admission_webhook_admission_duration_seconds",
+            "STABLE",
+            "Admission webhook latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
+        ))
+        .buckets(vec![0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0]),
+        &["name", "type", "operation", "rejected"],
+    )
+    .expect("metric definition"),
+    admission_webhook_rejections: IntCounterVec::new(
+        opts(
+            "apiserver_admission_webhook_rejection_count",
+            "ALPHA",
+            "Admission webhook rejection count, identified by name and broken out for each admission type (validating or admit) and operation. Additional labels specify an error type (calling_webhook_error or apiserver_internal_error if an error occurred; no_error otherwise) and optionally a non-zero rejection code if the webhook rejects the request with an HTTP status code (honored by the apiserver when the code is greater or equal to 400). Codes greater than 600 are truncated to 600, to keep the metrics cardinality bounded.",
+        ),
+        &["name", "type", "operation", "error_type", "rejection_code"],
+    )
+    .expect("metric definition"),
 });
 
 pub(super) fn register_into(registry: &Registry) {
     register(registry, GLOBAL.audit_events.clone());
     register(registry, GLOBAL.admission_step.clone());
+    register(registry, GLOBAL.admission_controller.clone());
+    register(registry, GLOBAL.admission_webhook.clone());
+    register(registry, GLOBAL.admission_webhook_rejections.clone());
+}
+
+/// Admission's observations, into the process-wide series.
+pub struct AdmissionMetrics;
+
+fn flag(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
+impl kapi_admission::AdmissionObserver for AdmissionMetrics {
+    fn plugin(&self, name: &str, step: &'static str, operation: kapi_admission::Operation, rejected: bool, elapsed: std::time::Duration) {
+        GLOBAL.admission_controller.with_label_values(&[name, step, operation.as_str(), flag(rejected)]).observe(elapsed.as_secs_f64());
+    }
+
+    fn webhook(
+        &self,
+        name: &str,
+        kind: &'static str,
+        operation: kapi_admission::Operation,
+        rejection: Option<(kapi_admission::WebhookRejection, u16)>,
+        elapsed: std::time::Duration,
+    ) {
+        GLOBAL.admission_webhook.with_label_values(&[name, kind, operation.as_str(), flag(rejection.is_some())]).observe(elapsed.as_secs_f64());
+        if let Some((why, code)) = rejection {
+            let code = code.min(600).to_string();
+            GLOBAL.admission_webhook_rejections.with_label_values(&[name, kind, operation.as_str(), why.as_str(), &code]).inc();
+        }
+    }
 }
 
 /// Counts one audit event handed to the audit backend.
