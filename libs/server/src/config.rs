@@ -630,6 +630,7 @@ async fn build_server(
         informers.mark_synced(RBAC_INDEX);
     }
     crate::controllers::start(&opts.data_dir, caches.clone(), rest.clone()).await?;
+    crate::controllers::namespace::start(caches.clone(), rest.clone(), chain.clone());
     crate::admission::type_checking::start(caches.clone(), rest.clone(), chain.clone());
     let admission = crate::admission::build_chain(
         &opts.admission,

@@ -1,4 +1,4 @@
-//! Subresources: status, scale, token, binding, and the pod connect subresources.
+//! Subresources: status, scale, token, binding, namespace finalize, and the pod connect subresources.
 
 use std::sync::Arc;
 
@@ -146,6 +146,19 @@ pub(super) async fn subresource(
                 .await?;
             Ok(with_warnings(response::object(StatusCode::OK, &scope.scale_of(&updated), output.plain()), &admission.warnings()))
         }
+        ("finalize", "update") if spec.group.is_empty() && spec.resource == "namespaces" => {
+            let mut warnings = Vec::new();
+            let requested = decode_checked(scope, query, content_type, &body, &mut warnings)?;
+            let track = field_manager::for_request(scope, query, caller.user_agent, "finalize")?;
+            let admission = admit(Operation::Update, admission::options_object("UpdateOptions", query), View::Object);
+            let hooks = WriteHooks { admission: Some(&admission), ..WriteHooks::tracking(track.as_deref()) };
+            let updated = srv
+                .rest
+                .update_with(strategy, ns, name, WriteTarget::Subresource, dry, hooks, |stored| finalize_update(strategy, name, stored, &requested))
+                .await?;
+            warnings.extend(admission.warnings());
+            Ok(with_warnings(single(scope, &updated, output, query, StatusCode::OK).await?, &warnings))
+        }
         ("token", "create") if spec.group.is_empty() && spec.resource == "serviceaccounts" => {
             let mut request = decode_body(content_type, &body)?;
             let view = View::Body("authentication.k8s.io", "v1", "TokenRequest");
@@ -198,6 +211,28 @@ fn approval_update(stored: &Value, requested: &Value) -> Value {
         }
     }
     new
+}
+
+/// kube's namespace finalize strategy: the request's namespace with the stored status (the
+/// store keeps the system metadata), validated as an update; a resourceVersion the request
+/// names is a precondition.
+fn finalize_update(strategy: &dyn Strategy, name: &str, stored: &Value, requested: &Value) -> Result<Value, ApiError> {
+    let mut new = requested.clone();
+    match stored.get("status") {
+        Some(status) => new["status"] = status.clone(),
+        None => {
+            if let Some(m) = new.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+    // The request is decoded with defaults, as kube decodes it (the metadata.name label).
+    strategy.apply_defaults(&mut new);
+    let causes = strategy.validate_update(&new, stored);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid("", "Namespace", name, causes));
+    }
+    Ok(new)
 }
 
 /// `pods/<name>/binding`: sets `spec.nodeName` once, as the scheduler does through kube-apiserver.
