@@ -143,6 +143,12 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
+/// Whether `obj` is a Namespace whose `spec.finalizers` still hold it (kube's
+/// `ShouldDeleteNamespaceDuringUpdate` answers no while they do).
+fn held_by_spec_finalizers(spec: &ResourceSpec, obj: &Value) -> bool {
+    spec.group.is_empty() && spec.resource == "namespaces" && obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+}
+
 fn finalizers(obj: &Value) -> Vec<String> {
     meta(obj)
         .and_then(|m| m.get("finalizers"))
@@ -634,7 +640,9 @@ impl RestStore {
             }
             let grace = self.grace_period(spec, &obj, opts);
             let graceful = grace > 0;
-            if fins.is_empty() && !graceful {
+            // kube's namespace delete: `spec.finalizers` (the namespace controller's
+            // `kubernetes`) keeps the namespace, Terminating, until its content is gone.
+            if fins.is_empty() && !graceful && !held_by_spec_finalizers(spec, &obj) {
                 if opts.dry_run {
                     return Ok(DeleteOutcome { object: obj, deleted: true });
                 }

@@ -196,11 +196,8 @@ fn the_finalize_subresource_keeps_the_status() {
 }
 
 /// kube's plain flow: `kubectl delete namespace` waits until the namespace is gone, and its
-/// content went first. Needs the registry to keep a namespace whose `spec.finalizers` is not
-/// empty (kube's namespace REST `Delete` and `ShouldDeleteNamespaceDuringUpdate`): today the
-/// store removes a namespace without `metadata.finalizers` at once, leaving its content behind.
+/// content went first (the store keeps a namespace while its `spec.finalizers` hold it).
 #[test]
-#[ignore = "the registry deletes a namespace at once while spec.finalizers still holds `kubernetes`"]
 fn kubectl_delete_namespace_waits_for_its_content_to_go() {
     let kapi = Kapi::start().expect("start kapi");
     let dir = tempfile::tempdir().unwrap();

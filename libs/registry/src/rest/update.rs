@@ -6,7 +6,7 @@ use kapi_storage::{Revision, StorageError};
 use serde_json::Value;
 
 use super::{
-    decode_stored, encode_for_storage, finalizers, group_resource, meta, meta_mut, meta_str, named_resource_version, object_key,
+    decode_stored, encode_for_storage, finalizers, held_by_spec_finalizers, group_resource, meta, meta_mut, meta_str, named_resource_version, object_key,
     resource_version_required, set_resource_version, storage_error, MutateFuture, RestStore, WriteHooks, MAX_UPDATE_RETRIES,
 };
 use crate::strategy::{Strategy, WriteTarget};
@@ -248,7 +248,7 @@ impl RestStore {
                 return Ok(old);
             }
             // Removing the last finalizer of an object being deleted completes the deletion.
-            if meta_str(&new, "deletionTimestamp").is_some() && finalizers(&new).is_empty() {
+            if meta_str(&new, "deletionTimestamp").is_some() && finalizers(&new).is_empty() && !held_by_spec_finalizers(spec, &new) {
                 if dry_run {
                     return Ok(new);
                 }
