@@ -73,19 +73,7 @@ impl AuditCollector {
 
 /// Go's `json.Marshal` escapes for HTML.
 fn go_json(v: &Value) -> String {
-    let text = v.to_string();
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str(r"\u003c"),
-            '>' => out.push_str(r"\u003e"),
-            '&' => out.push_str(r"\u0026"),
-            '\u{2028}' => out.push_str(r"\u2028"),
-            '\u{2029}' => out.push_str(r"\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
+    kapi_apimachinery::go_json::escape_html(&v.to_string())
 }
 
 /// The first `max` bytes of `s`, at a character boundary.

@@ -13,6 +13,7 @@ mod conditions;
 pub mod hooks;
 pub mod matching;
 mod mutating;
+mod plugin;
 pub mod review;
 mod validating;
 

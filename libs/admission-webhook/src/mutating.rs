@@ -17,7 +17,8 @@ use kapi_webhook::Client;
 use serde_json::{json, Value};
 
 use crate::call::{self, CallFailure};
-use crate::hooks::{HookKind, HookSource};
+use crate::hooks::HookKind;
+use crate::plugin::Webhooks;
 use crate::matching::{self, Equivalents, Invocation};
 
 const PLUGIN: &str = "MutatingAdmissionWebhook";
@@ -27,12 +28,7 @@ const FAILED_OPEN_PREFIX: &str = "failed-open.mutation.webhook.admission.k8s.io/
 
 /// The plugin.
 pub struct MutatingWebhooks {
-    source: HookSource,
-    rest: RestStore,
-    client: Client,
-    authorizer: Option<Arc<dyn CelAuthorizer>>,
-    equivalents: Option<Arc<dyn EquivalentResources>>,
-    observer: Option<Arc<dyn AdmissionObserver>>,
+    webhooks: Webhooks,
 }
 
 impl MutatingWebhooks {
@@ -45,12 +41,12 @@ impl MutatingWebhooks {
         authorizer: Option<Arc<dyn CelAuthorizer>>,
         equivalents: Option<Arc<dyn EquivalentResources>>,
     ) -> Self {
-        MutatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Mutating), rest, client, authorizer, equivalents, observer: None }
+        MutatingWebhooks { webhooks: Webhooks::new(HookKind::Mutating, rest, client, authorizer, equivalents) }
     }
 
     /// The plugin reporting each call to `observer` (kube's webhook metrics).
     pub fn with_observer(mut self, observer: Arc<dyn AdmissionObserver>) -> Self {
-        self.observer = Some(observer);
+        self.webhooks.observer = Some(observer);
         self
     }
 }
@@ -91,7 +87,7 @@ impl AdmissionPlugin for MutatingWebhooks {
     }
 
     fn handles(&self, operation: Operation) -> bool {
-        operation != Operation::Connect && !self.source.hooks().is_empty()
+        self.webhooks.handles(operation)
     }
 
     async fn admit(&self, attrs: &mut Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
@@ -114,10 +110,10 @@ impl AdmissionPlugin for MutatingWebhooks {
 
 impl MutatingWebhooks {
     async fn run(&self, attrs: &mut Attributes, outcome: &mut Outcome, rounds: &mut Rounds, round: usize) -> Result<(), ApiError> {
-        let hooks = self.source.hooks();
-        let equivalents = Equivalents::new(self.equivalents.as_deref());
+        let hooks = self.webhooks.source.hooks();
+        let equivalents = Equivalents::new(self.webhooks.equivalents.as_deref());
         for (index, hook) in hooks.iter().enumerate() {
-            let Some(invocation) = matching::invocation(&self.rest, hook, attrs, &equivalents)? else { continue };
+            let Some(invocation) = matching::invocation(&self.webhooks.rest, hook, attrs, &equivalents)? else { continue };
             // In the second round, only webhooks that asked for it and saw an older object.
             if round == 1 && !rounds.reinvoke.contains(&hook.uid) {
                 continue;
@@ -125,14 +121,14 @@ impl MutatingWebhooks {
             // The request in the version the webhook's rules name (kube's versioned attributes).
             let versioned = equivalents.versioned(attrs, &invocation).await?;
             let seen = versioned.as_ref().unwrap_or(attrs);
-            if !matching::conditions_allow(hook, seen, attrs, self.authorizer.as_ref())? {
+            if !matching::conditions_allow(hook, seen, attrs, self.webhooks.authorizer.as_ref())? {
                 continue;
             }
             let mut changed = false;
             let started = std::time::Instant::now();
-            let answer = call::call(&self.client, hook, &call::Reviews::new(seen, attrs), true).await;
+            let answer = call::call(&self.webhooks.client, hook, &call::Reviews::new(seen, attrs), true).await;
             let elapsed = started.elapsed();
-            let observe = |rejection| call::observe(self.observer.as_ref(), hook, "admit", attrs, rejection, elapsed);
+            let observe = |rejection| call::observe(self.webhooks.observer.as_ref(), hook, "admit", attrs, rejection, elapsed);
             match answer {
                 Ok(answer) => {
                     call::record(hook, &answer, outcome);

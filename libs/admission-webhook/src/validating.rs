@@ -11,7 +11,8 @@ use kapi_registry::rest::RestStore;
 use kapi_webhook::Client;
 
 use crate::call::{self, CallFailure};
-use crate::hooks::{HookKind, HookSource};
+use crate::hooks::HookKind;
+use crate::plugin::Webhooks;
 use crate::matching::{self, Equivalents, Invocation};
 
 /// kube's audit annotation prefix for a validating webhook that failed open.
@@ -19,12 +20,7 @@ const FAILED_OPEN_PREFIX: &str = "failed-open.validating.webhook.admission.k8s.i
 
 /// The plugin.
 pub struct ValidatingWebhooks {
-    source: HookSource,
-    rest: RestStore,
-    client: Client,
-    authorizer: Option<Arc<dyn CelAuthorizer>>,
-    equivalents: Option<Arc<dyn EquivalentResources>>,
-    observer: Option<Arc<dyn AdmissionObserver>>,
+    webhooks: Webhooks,
 }
 
 impl ValidatingWebhooks {
@@ -37,12 +33,12 @@ impl ValidatingWebhooks {
         authorizer: Option<Arc<dyn CelAuthorizer>>,
         equivalents: Option<Arc<dyn EquivalentResources>>,
     ) -> Self {
-        ValidatingWebhooks { source: HookSource::new(rest.clone(), HookKind::Validating), rest, client, authorizer, equivalents, observer: None }
+        ValidatingWebhooks { webhooks: Webhooks::new(HookKind::Validating, rest, client, authorizer, equivalents) }
     }
 
     /// The plugin reporting each call to `observer` (kube's webhook metrics).
     pub fn with_observer(mut self, observer: Arc<dyn AdmissionObserver>) -> Self {
-        self.observer = Some(observer);
+        self.webhooks.observer = Some(observer);
         self
     }
 }
@@ -54,27 +50,27 @@ impl AdmissionPlugin for ValidatingWebhooks {
     }
 
     fn handles(&self, operation: Operation) -> bool {
-        operation != Operation::Connect && !self.source.hooks().is_empty()
+        self.webhooks.handles(operation)
     }
 
     async fn validate(&self, attrs: &Attributes, outcome: &mut Outcome) -> Result<(), ApiError> {
         if matching::exempt(attrs) {
             return Ok(());
         }
-        let hooks = self.source.hooks();
-        let equivalents = Equivalents::new(self.equivalents.as_deref());
+        let hooks = self.webhooks.source.hooks();
+        let equivalents = Equivalents::new(self.webhooks.equivalents.as_deref());
         // The request in each version a webhook asked for (kube's versioned attributes).
         let mut versions: Vec<(Invocation, Attributes)> = Vec::new();
         let mut relevant = Vec::new();
         for hook in hooks.iter() {
-            let Some(invocation) = matching::invocation(&self.rest, hook, attrs, &equivalents)? else { continue };
+            let Some(invocation) = matching::invocation(&self.webhooks.rest, hook, attrs, &equivalents)? else { continue };
             if invocation != Invocation::Exact && !versions.iter().any(|(i, _)| *i == invocation) {
                 if let Some(versioned) = equivalents.versioned(attrs, &invocation).await? {
                     versions.push((invocation.clone(), versioned));
                 }
             }
             let seen = versions.iter().find(|(i, _)| *i == invocation).map_or(attrs, |(_, v)| v);
-            if matching::conditions_allow(hook, seen, attrs, self.authorizer.as_ref())? {
+            if matching::conditions_allow(hook, seen, attrs, self.webhooks.authorizer.as_ref())? {
                 relevant.push((hook.clone(), invocation));
             }
         }
@@ -88,13 +84,13 @@ impl AdmissionPlugin for ValidatingWebhooks {
         let reviews_for = |invocation: &Invocation| versioned.iter().find(|(i, _)| i == invocation).map_or(&exact, |(_, r)| r);
         let calls = relevant.iter().map(|(hook, invocation)| async {
             let started = std::time::Instant::now();
-            let result = call::call(&self.client, hook, reviews_for(invocation), false).await;
+            let result = call::call(&self.webhooks.client, hook, reviews_for(invocation), false).await;
             (result, started.elapsed())
         });
         let results = futures_util::future::join_all(calls).await;
         let mut first_error = None;
         for (index, ((hook, _), (result, elapsed))) in relevant.iter().zip(results).enumerate() {
-            let observe = |rejection| call::observe(self.observer.as_ref(), hook, "validating", attrs, rejection, elapsed);
+            let observe = |rejection| call::observe(self.webhooks.observer.as_ref(), hook, "validating", attrs, rejection, elapsed);
             let error = match result {
                 Ok(answer) => {
                     call::record(hook, &answer, outcome);

@@ -238,7 +238,11 @@ fn literal_context(word: &str, want: u8) -> &'static str {
 /// `&`, U+2028 and U+2029 escaped (Go escapes them for HTML). kube shows JSON patched this way
 /// (evanphx/json-patch re-marshals documents) in its errors.
 pub fn marshal_sorted(value: &serde_json::Value) -> String {
-    let text = serde_json::to_string(&sorted(value)).unwrap_or_default();
+    escape_html(&serde_json::to_string(&sorted(value)).unwrap_or_default())
+}
+
+/// Go's `json.Marshal` HTML escaping of JSON text: `<`, `>`, `&`, U+2028 and U+2029.
+pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -51,6 +51,7 @@ pub use compile::{CompiledRule, RuleSpec};
 pub use crd::validate_crd_schema;
 pub use expression::{CompileError, Declarations, Expression, ExpressionCompiler, Reads, ReturnType, Variable};
 pub use funcs::environment;
+pub use types::is_identifier;
 pub use runtime::{PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET};
 
 /// The compiled rules of one schema node and of the nodes below it that have rules.

@@ -113,6 +113,13 @@ const RESERVED: &[&str] = &[
     "while",
 ];
 
+/// CEL's `IDENT ::= [_a-zA-Z][_a-zA-Z0-9]* - RESERVED`: a name an expression can use as is
+/// (admission policies' variable names must be one).
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic()) && chars.all(|c| c == '_' || c.is_ascii_alphanumeric()) && !RESERVED.contains(&name)
+}
+
 /// kube's `Escape`: property names as CEL sees them (`foo-bar` is `foo__dash__bar`, `namespace`
 /// is `__namespace__`). `None` when the name cannot be expressed.
 pub(crate) fn escape(name: &str) -> Option<String> {

@@ -173,40 +173,12 @@ fn validation_rule(v: &Value, path: &str, compiler: &ExpressionCompiler, params:
     causes
 }
 
-/// CEL's `IDENT ::= [_a-zA-Z][_a-zA-Z0-9]* - RESERVED`.
-fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-        && !RESERVED.contains(&name)
+/// CEL's `IDENT ::= [_a-zA-Z][_a-zA-Z0-9]* - RESERVED`, as the CEL environment defines it.
+pub(super) fn is_cel_identifier(name: &str) -> bool {
+    kapi_apiextensions::cel::is_identifier(name)
 }
 
-fn param_kind(pk: &Value, path: &str) -> Vec<Cause> {
+pub(super) fn param_kind(pk: &Value, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
     let api_version = str_at(pk, "/apiVersion");
     let field = format!("{path}.apiVersion");
@@ -265,7 +237,7 @@ fn param_kind(pk: &Value, path: &str) -> Vec<Cause> {
 }
 
 /// `validateMatchResources` (the match policy and selectors kube defaults are optional here).
-fn match_resources(mc: &Value, path: &str) -> Vec<Cause> {
+pub(super) fn match_resources(mc: &Value, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
     enum_field(mc, "matchPolicy", path, MATCH_POLICIES, &mut causes);
     for key in ["namespaceSelector", "objectSelector"] {
@@ -350,7 +322,7 @@ pub(super) fn validate_policy_binding(obj: &Value) -> Vec<Cause> {
     causes
 }
 
-fn param_ref(pr: &Value, path: &str) -> Vec<Cause> {
+pub(super) fn param_ref(pr: &Value, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
     let name = str_at(pr, "/name");
     let selector = pr.get("selector").filter(|v| !v.is_null());

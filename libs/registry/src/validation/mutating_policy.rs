@@ -11,15 +11,14 @@
 //! v1 defaults fill before validation (`failurePolicy`, `matchPolicy`, both selectors) are not
 //! required while kapi's defaults do not fill them.
 
-use std::collections::HashSet;
-
 use kapi_apiextensions::cel::{Declarations, ExpressionCompiler, ReturnType};
-use kapi_apimachinery::validation::{is_dns1035_label, is_dns1123_subdomain, NameRule};
+use kapi_apimachinery::validation::is_dns1123_subdomain;
 use kapi_apimachinery::Cause;
 use serde_json::Value;
 
-use super::admission::{enum_field, match_conditions, rule_with_operations, strings, FAILURE_POLICIES, MATCH_POLICIES};
-use super::{admission_cel, array_at, label_selector, str_at};
+use super::admission::{enum_field, match_conditions, FAILURE_POLICIES};
+use super::admission_policy::{is_cel_identifier, match_resources, param_kind, param_ref};
+use super::{admission_cel, array_at, str_at};
 
 /// kube's `supportedMutatingOperations`, listed as Go's sorted set.
 const MUTATING_OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "UPDATE"];
@@ -159,119 +158,6 @@ fn validate_binding(obj: &Value) -> Vec<Cause> {
     if let Some(mr) = spec.get("matchResources").filter(|v| !v.is_null()) {
         causes.extend(match_resources(mr, "spec.matchResources"));
         causes.extend(mutating_operations(mr, "spec.matchResources"));
-    }
-    causes
-}
-
-// What follows is kube's shared validation of policy fields, as the validating policy's module
-// has it (private there).
-
-/// CEL's `IDENT ::= [_a-zA-Z][_a-zA-Z0-9]* - RESERVED`.
-fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: &[&str] = &[
-        "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if", "import",
-        "let", "loop", "package", "namespace", "return", "var", "void", "while",
-    ];
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-        && !RESERVED.contains(&name)
-}
-
-/// `validateParamKind`.
-fn param_kind(pk: &Value, path: &str) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    let api_version = str_at(pk, "/apiVersion");
-    let field = format!("{path}.apiVersion");
-    if api_version.is_empty() {
-        causes.push(Cause::required(&field, ""));
-    } else if api_version.matches('/').count() > 1 {
-        let detail = format!("unexpected GroupVersion string: {api_version}");
-        causes.push(Cause::invalid(&field, &Value::from(api_version), &detail));
-    } else if api_version != "/" {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let errs = if group.is_empty() { Vec::new() } else { is_dns1123_subdomain(group) };
-        if !errs.is_empty() {
-            causes.push(Cause::invalid(&field, &Value::from(group), &errs.join(",")));
-        }
-        if version.is_empty() {
-            causes.push(Cause::invalid(&field, &Value::from(api_version), "version must be specified"));
-        } else {
-            let errs = is_dns1035_label(version);
-            if !errs.is_empty() {
-                causes.push(Cause::invalid(&field, &Value::from(version), &errs.join(",")));
-            }
-        }
-    }
-    let kind = str_at(pk, "/kind");
-    if kind.is_empty() {
-        causes.push(Cause::required(&format!("{path}.kind"), ""));
-    } else {
-        let errs = is_dns1035_label(&kind.to_lowercase());
-        if !errs.is_empty() {
-            let detail = format!("may have mixed case, but should otherwise match: {}", errs.join(","));
-            causes.push(Cause::invalid(&format!("{path}.kind"), &Value::from(kind), &detail));
-        }
-    }
-    causes
-}
-
-/// `validateMatchResources` (the match policy and selectors kube defaults are optional here).
-fn match_resources(mr: &Value, path: &str) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    enum_field(mr, "matchPolicy", path, MATCH_POLICIES, &mut causes);
-    for key in ["namespaceSelector", "objectSelector"] {
-        if let Some(sel) = mr.get(key).filter(|v| !v.is_null()) {
-            causes.extend(label_selector(sel, &format!("{path}.{key}"), false));
-        }
-    }
-    for key in ["resourceRules", "excludeResourceRules"] {
-        for (i, rule) in array_at(mr, &format!("/{key}")).iter().enumerate() {
-            let rule_path = format!("{path}.{key}[{i}]");
-            let mut seen = HashSet::new();
-            for (j, name) in strings(rule, "resourceNames").iter().enumerate() {
-                let field = format!("{rule_path}.resourceNames[{j}]");
-                let shown = Value::from(name.as_str());
-                causes.extend(NameRule::PathSegment.validate(name, false).iter().map(|m| Cause::invalid(&field, &shown, m)));
-                if !seen.insert(name.clone()) {
-                    causes.push(Cause::duplicate(&field, &shown));
-                }
-            }
-            causes.extend(rule_with_operations(rule, &rule_path));
-        }
-    }
-    causes
-}
-
-/// `validateParamRef`.
-fn param_ref(pr: &Value, path: &str) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    let name = str_at(pr, "/name");
-    let selector = pr.get("selector").filter(|v| !v.is_null());
-    let exclusive = "name and selector are mutually exclusive";
-    if !name.is_empty() {
-        let shown = Value::from(name);
-        let field = format!("{path}.name");
-        causes.extend(NameRule::PathSegment.validate(name, false).iter().map(|m| Cause::invalid(&field, &shown, m)));
-        if selector.is_some() {
-            causes.push(Cause::forbidden(&field, exclusive));
-        }
-    }
-    if let Some(sel) = selector {
-        causes.extend(label_selector(sel, &format!("{path}.selector"), false));
-        if !name.is_empty() {
-            causes.push(Cause::forbidden(&format!("{path}.selector"), exclusive));
-        }
-    }
-    if name.is_empty() && selector.is_none() {
-        causes.push(Cause::required(path, "one of name or selector must be specified"));
-    }
-    let action = str_at(pr, "/parameterNotFoundAction");
-    let field = format!("{path}.parameterNotFoundAction");
-    if action.is_empty() {
-        causes.push(Cause::required(&field, ""));
-    } else if action != "Deny" && action != "Allow" {
-        causes.push(Cause::not_supported(&field, &Value::from(action), &["Deny", "Allow"]));
     }
     causes
 }

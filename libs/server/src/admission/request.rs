@@ -149,6 +149,24 @@ impl<'a> RequestAdmission<'a> {
     }
 }
 
+impl RequestAdmission<'_> {
+    /// The attributes of a create (`old` None) or update of `new`, with both objects as
+    /// admission sees them; None when no plugin looks at the operation.
+    async fn write_attributes(&self, old: Option<&Value>, new: &Value) -> Result<Option<Attributes>, ApiError> {
+        let operation = operation_of(old, self.base.operation);
+        if !self.chain.handles(operation) {
+            return Ok(None);
+        }
+        let mut attrs = self.attributes(operation, name_of(new));
+        attrs.old_object = match old {
+            Some(old) => Some(self.external(old).await?),
+            None => None,
+        };
+        attrs.object = Some(self.external(new).await?);
+        Ok(Some(attrs))
+    }
+}
+
 fn operation_of(old: Option<&Value>, base: Operation) -> Operation {
     if old.is_none() {
         Operation::Create
@@ -164,18 +182,8 @@ fn name_of(obj: &Value) -> &str {
 #[async_trait]
 impl StoreAdmission for RequestAdmission<'_> {
     async fn mutate(&self, old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
-        let operation = operation_of(old, self.base.operation);
-        if !self.chain.handles(operation) {
-            return Ok(());
-        }
-        let mut attrs = self.attributes(operation, name_of(new));
-        attrs.old_object = match old {
-            Some(old) => Some(self.external(old).await?),
-            None => None,
-        };
-        attrs.object = Some(self.external(new).await?);
-        let result = self.run_mutating(&mut attrs).await;
-        result?;
+        let Some(mut attrs) = self.write_attributes(old, new).await? else { return Ok(()) };
+        self.run_mutating(&mut attrs).await?;
         let Some(admitted) = attrs.object.take() else { return Ok(()) };
         *new = match self.view {
             View::Scale => self.scope.apply_scale(new, &admitted)?,
@@ -186,17 +194,10 @@ impl StoreAdmission for RequestAdmission<'_> {
     }
 
     async fn validate(&self, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
-        let operation = operation_of(old, self.base.operation);
-        if !self.chain.handles(operation) {
-            return Ok(());
+        match self.write_attributes(old, new).await? {
+            Some(attrs) => self.run_validating(&attrs).await,
+            None => Ok(()),
         }
-        let mut attrs = self.attributes(operation, name_of(new));
-        attrs.old_object = match old {
-            Some(old) => Some(self.external(old).await?),
-            None => None,
-        };
-        attrs.object = Some(self.external(new).await?);
-        self.run_validating(&attrs).await
     }
 
     async fn delete(&self, old: &Value) -> Result<(), ApiError> {
