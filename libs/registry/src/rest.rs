@@ -157,6 +157,97 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// kube's `GarbageCollectionPolicy`: what a DELETE that names no propagation does with the
+/// object's dependents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GcPolicy {
+    /// Background deletion of the dependents (kube's `DeleteDependents`, the default).
+    DeleteDependents,
+    /// The `orphan` finalizer: dependents are kept, their ownerReferences to the object removed.
+    OrphanDependents,
+    /// No garbage collection finalizers at all (events).
+    Unsupported,
+}
+
+/// kube's `DefaultGarbageCollectionPolicy` per kind (registry strategies): batch/v1 Jobs and
+/// core/v1 ReplicationControllers orphan for backwards compatibility, as do the workloads of
+/// the old extensions/v1beta1 and apps/v1beta1/v1beta2 versions; events have none.
+fn default_gc_policy(spec: &ResourceSpec) -> GcPolicy {
+    match (spec.group, spec.version, spec.resource) {
+        ("" | "events.k8s.io", _, "events") => GcPolicy::Unsupported,
+        ("", "v1", "replicationcontrollers") | ("batch", "v1", "jobs") => GcPolicy::OrphanDependents,
+        ("extensions", "v1beta1", "deployments" | "daemonsets" | "replicasets")
+        | ("apps", "v1beta1" | "v1beta2", "deployments" | "daemonsets" | "replicasets" | "statefulsets") => GcPolicy::OrphanDependents,
+        _ => GcPolicy::DeleteDependents,
+    }
+}
+
+/// kube's `deletionFinalizersForGarbageCollection`: the finalizers a DELETE leaves on the
+/// object. The request's policy wins (the handler already turned the deprecated
+/// `orphanDependents` into Orphan or Background), then an `orphan` / `foregroundDeletion`
+/// finalizer the object carries, then the kind's default; both GC finalizers are taken out and
+/// the chosen one put back, so a later Background delete drops an earlier `orphan`. The
+/// existing list is kept as it is (order included) when the set does not change.
+fn gc_finalizers(spec: &ResourceSpec, existing: &[String], policy: Option<&str>) -> Vec<String> {
+    const ORPHAN: &str = "orphan";
+    const FOREGROUND: &str = "foregroundDeletion";
+    let default = default_gc_policy(spec);
+    let (orphan, foreground) = match policy {
+        _ if default == GcPolicy::Unsupported => (false, false),
+        Some("Orphan") => (true, false),
+        Some("Foreground") => (false, true),
+        Some(_) => (false, false),
+        None => match existing.iter().find(|f| *f == ORPHAN || *f == FOREGROUND) {
+            Some(f) => (f == ORPHAN, f == FOREGROUND),
+            None => (default == GcPolicy::OrphanDependents, false),
+        },
+    };
+    let mut next: Vec<String> = existing.iter().filter(|f| *f != ORPHAN && *f != FOREGROUND).cloned().collect();
+    if orphan {
+        next.push(ORPHAN.into());
+    }
+    if foreground {
+        next.push(FOREGROUND.into());
+    }
+    let same = |a: &[String], b: &[String]| a.iter().all(|f| b.contains(f));
+    if same(&next, existing) && same(existing, &next) {
+        existing.to_vec()
+    } else {
+        next
+    }
+}
+
+#[cfg(test)]
+mod gc_finalizer_tests {
+    use super::gc_finalizers;
+    use crate::catalog;
+
+    fn fins(group: &str, version: &str, resource: &str, existing: &[&str], policy: Option<&str>) -> Vec<String> {
+        let spec = catalog::find(group, version, resource).expect("served");
+        gc_finalizers(spec, &existing.iter().map(|f| f.to_string()).collect::<Vec<_>>(), policy)
+    }
+
+    #[test]
+    fn defaults_per_kind() {
+        assert!(fins("apps", "v1", "deployments", &[], None).is_empty());
+        assert_eq!(fins("batch", "v1", "jobs", &[], None), ["orphan"]);
+        assert_eq!(fins("", "v1", "replicationcontrollers", &[], None), ["orphan"]);
+        assert!(fins("", "v1", "events", &[], Some("Foreground")).is_empty());
+        assert!(fins("", "v1", "events", &["orphan"], None).is_empty());
+    }
+
+    #[test]
+    fn request_policy_then_existing_finalizer() {
+        assert_eq!(fins("batch", "v1", "jobs", &[], Some("Background")), Vec::<String>::new());
+        assert_eq!(fins("apps", "v1", "deployments", &["a"], Some("Foreground")), ["a", "foregroundDeletion"]);
+        assert_eq!(fins("apps", "v1", "deployments", &["orphan", "a"], Some("Foreground")), ["a", "foregroundDeletion"]);
+        assert_eq!(fins("apps", "v1", "deployments", &["orphan", "a"], Some("Background")), ["a"]);
+        // unchanged sets keep their order
+        assert_eq!(fins("apps", "v1", "deployments", &["orphan", "a"], None), ["orphan", "a"]);
+        assert_eq!(fins("batch", "v1", "jobs", &["foregroundDeletion"], None), ["foregroundDeletion"]);
+    }
+}
+
 /// The resourceVersion a write names, read as kube's versioner reads it: absent, empty and
 /// "0" all mean none (`ObjectResourceVersion` parses "0" to 0, "unset").
 fn named_resource_version(obj: &Value) -> Result<Option<Revision>> {
@@ -632,12 +723,7 @@ impl RestStore {
                 admission.delete(&obj).await?;
             }
             strategy.prepare_for_delete(&mut obj);
-            let mut fins = finalizers(&obj);
-            match opts.propagation_policy.as_deref() {
-                Some("Foreground") if !fins.iter().any(|f| f == "foregroundDeletion") => fins.push("foregroundDeletion".into()),
-                Some("Orphan") if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
-                _ => {}
-            }
+            let fins = gc_finalizers(spec, &finalizers(&obj), opts.propagation_policy.as_deref());
             let grace = self.grace_period(spec, &obj, opts);
             let graceful = grace > 0;
             // kube's namespace delete: `spec.finalizers` (the namespace controller's
