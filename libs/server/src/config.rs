@@ -631,6 +631,7 @@ async fn build_server(
     }
     crate::controllers::start(&opts.data_dir, caches.clone(), rest.clone()).await?;
     crate::controllers::namespace::start(caches.clone(), rest.clone(), chain.clone());
+    crate::controllers::garbage_collector::start(caches.clone(), rest.clone(), chain.clone());
     crate::admission::type_checking::start(caches.clone(), rest.clone(), chain.clone());
     let admission = crate::admission::build_chain(
         &opts.admission,

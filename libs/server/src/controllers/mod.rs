@@ -7,6 +7,7 @@
 //! (a create that finds the object made meanwhile is done; updates are conditional and
 //! recomputed from the current object), so that every replica may run them at once.
 
+pub mod garbage_collector;
 pub mod namespace;
 pub mod resource_quota;
 pub mod service_accounts;
