@@ -211,6 +211,8 @@ pub enum NameRule {
     Dns1035Label,
     /// RBAC objects and similar: anything usable as a URL path segment.
     PathSegment,
+    /// IPAddresses: the address itself.
+    IpAddress,
 }
 
 impl NameRule {
@@ -218,7 +220,7 @@ impl NameRule {
     /// allowed because random characters follow it.
     pub fn validate(self, name: &str, prefix: bool) -> Vec<String> {
         let masked;
-        let name = if prefix && !matches!(self, NameRule::PathSegment) {
+        let name = if prefix && !matches!(self, NameRule::PathSegment | NameRule::IpAddress) {
             masked = mask_trailing_dash(name);
             masked.as_str()
         } else {
@@ -229,6 +231,8 @@ impl NameRule {
             NameRule::Dns1123Label => is_dns1123_label(name),
             NameRule::Dns1035Label => is_dns1035_label(name),
             NameRule::PathSegment => is_valid_path_segment_name(name),
+            NameRule::IpAddress if name.parse::<std::net::IpAddr>().is_ok() => Vec::new(),
+            NameRule::IpAddress => vec!["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)".to_owned()],
         }
     }
 }

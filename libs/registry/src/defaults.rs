@@ -207,22 +207,8 @@ fn default_service(obj: &mut Value) {
     }
     if svc_type != "ExternalName" {
         set_default(obj, &["spec", "internalTrafficPolicy"], json!("Cluster"));
-        // Single-stack IPv4 cluster (what kapi allocates): kube's initIPFamilyFields gives
-        // headless services without a selector RequireDualStack, everything else SingleStack.
-        let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
-        let has_selector = spec.get("selector").and_then(Value::as_object).is_some_and(|m| !m.is_empty());
-        let policy = if headless && !has_selector { "RequireDualStack" } else { "SingleStack" };
-        set_default(obj, &["spec", "ipFamilyPolicy"], json!(policy));
-        let families_unset = match obj.pointer("/spec/ipFamilies") {
-            None | Some(Value::Null) => true,
-            Some(Value::Array(a)) => a.is_empty(),
-            _ => false,
-        };
-        if families_unset {
-            if let Some(spec) = object_at_mut(obj, &["spec"]) {
-                spec.insert("ipFamilies".into(), json!(["IPv4"]));
-            }
-        }
+        // ipFamilyPolicy and ipFamilies depend on the cluster's ranges: the Service allocator
+        // (service_alloc) sets them, as kube's Service storage does.
     }
 }
 

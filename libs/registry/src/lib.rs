@@ -19,6 +19,7 @@ pub mod fields;
 pub mod omitempty;
 pub mod rest;
 pub mod semantics;
+pub mod service_alloc;
 pub mod strategy;
 pub mod table;
 pub mod validation;

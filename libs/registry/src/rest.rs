@@ -20,11 +20,14 @@ use kapi_watch::{CacheSet, Filter, WatchError, WatchStart, Watcher};
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
-use crate::catalog::{self, ResourceSpec};
+use crate::catalog::ResourceSpec;
 use crate::strategy::Strategy;
 
+mod effects;
 mod stored;
 mod update;
+
+pub use effects::{PendingEffects, WriteEffects};
 
 pub use stored::decode_stored;
 use stored::{encode_for_storage, set_resource_version};
@@ -325,17 +328,42 @@ pub struct DeleteOutcome {
     pub deleted: bool,
 }
 
+/// Write effects by (group, resource).
+type EffectsByResource = Vec<((&'static str, &'static str), Arc<dyn WriteEffects>)>;
+
 /// The generic store over one [`kapi_storage::Store`] and its watch caches.
 #[derive(Clone)]
 pub struct RestStore {
     store: DynStore,
     caches: Arc<CacheSet>,
+    /// Resources whose writes reserve something besides the object (Services' addresses).
+    effects: Arc<EffectsByResource>,
 }
 
 impl RestStore {
     /// Wraps a store and the watch caches that follow it.
     pub fn new(store: DynStore, caches: Arc<CacheSet>) -> Self {
-        Self { store, caches }
+        Self { store, caches, effects: Arc::default() }
+    }
+
+    /// This store with `effects` around every write of `group`/`resource`.
+    pub fn with_effects(mut self, group: &'static str, resource: &'static str, effects: Arc<dyn WriteEffects>) -> Self {
+        let mut all = (*self.effects).clone();
+        all.retain(|(key, _)| *key != (group, resource));
+        all.push(((group, resource), effects));
+        self.effects = Arc::new(all);
+        self
+    }
+
+    fn effects_for(&self, spec: &ResourceSpec) -> Option<&dyn WriteEffects> {
+        self.effects.iter().find(|((g, r), _)| *g == spec.group && *r == spec.resource).map(|(_, e)| e.as_ref())
+    }
+
+    /// Gives back what a deleted object held.
+    async fn after_delete(&self, spec: &ResourceSpec, obj: &Value) {
+        if let Some(effects) = self.effects_for(spec) {
+            effects.after_delete(obj).await;
+        }
     }
 
     /// The underlying store (health checks, bootstrap).
@@ -618,60 +646,26 @@ impl RestStore {
         if let Some(admission) = hooks.admission {
             admission.validate(None, &obj).await?;
         }
-        if spec.group.is_empty() && spec.resource == "services" {
-            self.allocate_cluster_ip(&mut obj).await?;
-        }
+        let pending = match self.effects_for(spec) {
+            Some(effects) => Some(effects.begin_create(&mut obj, dry_run).await?),
+            None => None,
+        };
         if dry_run {
+            if let Some(pending) = pending {
+                pending.finish(false).await;
+            }
             return Ok(obj);
         }
         let key = object_key(spec, namespace, &name);
-        let rev = self
-            .store
-            .create(&key, encode_for_storage(&obj)?)
-            .await
-            .map_err(|e| storage_error(spec, &name, e))?;
-        set_resource_version(&mut obj, rev);
-        Ok(obj)
-    }
-
-    /// Gives a ClusterIP Service an address from 10.96.0.0/12 that no other Service holds.
-    async fn allocate_cluster_ip(&self, obj: &mut Value) -> Result<()> {
-        let svc_type = obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP");
-        if svc_type == "ExternalName" {
-            return Ok(());
-        }
-        let requested = obj.pointer("/spec/clusterIP").and_then(Value::as_str).unwrap_or("");
-        if !requested.is_empty() {
-            if obj.pointer("/spec/clusterIPs").is_none() && requested != "None" {
-                obj["spec"]["clusterIPs"] = json!([requested]);
-            } else if requested == "None" {
-                obj["spec"]["clusterIPs"] = json!(["None"]);
-            }
-            return Ok(());
-        }
-        let used: std::collections::HashSet<String> = match catalog::find("", "v1", "services")
-            .and_then(|s| self.caches.cache(&s.key_prefix()))
-        {
-            Some(cache) => cache
-                .list(&catalog::find("", "v1", "services").map(|s| s.key_prefix()).unwrap_or_default())
-                .0
-                .iter()
-                .filter_map(|o| o.object.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::to_owned))
-                .collect(),
-            None => Default::default(),
+        let created = match encode_for_storage(&obj) {
+            Ok(value) => self.store.create(&key, value).await.map_err(|e| storage_error(spec, &name, e)),
+            Err(e) => Err(e),
         };
-        let mut rng = rand::thread_rng();
-        for _ in 0..1000 {
-            // 10.96.0.0/12: 10.96.0.0 - 10.111.255.255; .0.1 is the kubernetes Service.
-            let n: u32 = rng.gen_range(2..(1 << 20) - 1);
-            let ip = format!("10.{}.{}.{}", 96 + (n >> 16), (n >> 8) & 0xff, n & 0xff);
-            if !used.contains(&ip) {
-                obj["spec"]["clusterIP"] = Value::String(ip.clone());
-                obj["spec"]["clusterIPs"] = json!([ip]);
-                return Ok(());
-            }
+        if let Some(pending) = pending {
+            pending.finish(created.is_ok()).await;
         }
-        Err(ApiError::internal("failed to allocate a serviceIP: range is full"))
+        set_resource_version(&mut obj, created?);
+        Ok(obj)
     }
 
     /// DELETE with preconditions, finalizers, pod grace periods and propagation policy.
@@ -734,6 +728,7 @@ impl RestStore {
                 }
                 match self.store.delete(&key, Some(kv.mod_revision)).await {
                     Ok((rev, _)) => {
+                        self.after_delete(spec, &obj).await;
                         set_resource_version(&mut obj, rev);
                         return Ok(DeleteOutcome { object: obj, deleted: true });
                     }

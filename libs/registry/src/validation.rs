@@ -29,6 +29,7 @@ pub fn name_rule(group: &str, kind: &str) -> NameRule {
         ("", "Namespace") => NameRule::Dns1123Label,
         ("", "Service") => NameRule::Dns1035Label,
         ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+        ("networking.k8s.io", "IPAddress") => NameRule::IpAddress,
         ("flowcontrol.apiserver.k8s.io", _) => NameRule::Dns1123Subdomain,
         _ => NameRule::Dns1123Subdomain,
     }

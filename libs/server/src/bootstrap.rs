@@ -5,6 +5,7 @@
 use kapi_apimachinery::ApiError;
 use kapi_registry::catalog;
 use kapi_registry::rest::{RestStore, WriteHooks};
+use kapi_registry::service_alloc::ServiceNetwork;
 use kapi_registry::strategy::CatalogStrategy;
 use serde_json::json;
 
@@ -44,20 +45,53 @@ pub async fn system_namespaces(rest: &RestStore) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The `default` namespace and the `kubernetes` Service pointing at `secure_port`; safe to run
-/// on every start and from several replicas at once.
-pub async fn kubernetes_service(rest: &RestStore, secure_port: u16) -> Result<(), ApiError> {
+/// The `default` namespace, the default ServiceCIDR (`kubernetes`, the
+/// `--service-cluster-ip-range` ranges) and the `kubernetes` Service at the first address of
+/// the primary range, pointing at `secure_port`; safe to run on every start and from several
+/// replicas at once.
+pub async fn kubernetes_service(rest: &RestStore, secure_port: u16, network: &ServiceNetwork) -> Result<(), ApiError> {
     ensure(rest, "", "namespaces", None, namespace("default")).await?;
+    let cidrs: Vec<String> = network.cluster_ips.iter().map(ToString::to_string).collect();
+    let service_cidr = json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "ServiceCIDR",
+        "metadata": {"name": "kubernetes"},
+        "spec": {"cidrs": cidrs},
+        "status": {"conditions": [{
+            "type": "Ready",
+            "status": "True",
+            "lastTransitionTime": kapi_apimachinery::time::now_rfc3339(),
+            "reason": "",
+            "message": "Kubernetes default Service CIDR is ready",
+        }]},
+    });
+    ensure(rest, "networking.k8s.io", "servicecidrs", None, service_cidr).await?;
+    let ip = network.kubernetes_service_ip().to_string();
     let svc = json!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
         "spec": {
             "type": "ClusterIP",
-            "clusterIP": "10.96.0.1",
+            "clusterIP": ip,
+            "clusterIPs": [ip],
             "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": secure_port}],
             "sessionAffinity": "None",
         },
     });
-    ensure(rest, "", "services", Some("default"), svc).await
+    let spec = catalog::find("", "v1", "services").ok_or_else(|| ApiError::internal("services missing from catalog"))?;
+    // Another replica may be creating it at the same moment: its address is then taken (422)
+    // before the Service exists; look again.
+    for _ in 0..3 {
+        match rest.get(&CatalogStrategy(spec), Some("default"), "kubernetes").await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+        match ensure(rest, "", "services", Some("default"), svc.clone()).await {
+            Err(e) if e.code == 422 => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+            other => return other,
+        }
+    }
+    Err(ApiError::internal(format!("the kubernetes Service's address {ip} is held by another Service")))
 }

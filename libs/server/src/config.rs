@@ -129,6 +129,8 @@ pub struct Options {
     pub storage_poll_interval: Option<Duration>,
     /// The `--kubelet-*` flags: how pod log, exec, attach and portforward reach kubelets.
     pub kubelet: crate::kubelet::KubeletClientOptions,
+    /// `--service-cluster-ip-range` and `--service-node-port-range`.
+    pub service_network: kapi_registry::service_alloc::ServiceNetwork,
     /// `--tls-min-version` and `--tls-cipher-suites`.
     pub tls_policy: crate::tls_policy::TlsPolicy,
     /// `--encryption-provider-config`, read and validated: which resources are stored
@@ -188,6 +190,7 @@ impl Default for Options {
             shutdown_send_retry_after: false,
             livez_grace_period: Duration::ZERO,
             goaway_chance: 0.0,
+            service_network: Default::default(),
             http_headers: Arc::default(),
             advertise_address: None,
             endpoint_reconciler: EndpointReconcilerType::Lease,
@@ -514,7 +517,7 @@ pub async fn run(opts: Options, mut delegates: Vec<Box<dyn TierBuilder>>) -> Res
             }));
             controller
         });
-        let mut hook_tasks = post_start.spawn(&srv, local.port(), endpoints);
+        let mut hook_tasks = post_start.spawn(&srv, local.port(), &opts.service_network, endpoints);
         loop {
             tokio::select! {
                 () = &mut signal => break,
@@ -576,7 +579,12 @@ async fn build_server(
         Some(f) => f.announcing(store),
         None => store,
     };
-    let rest = RestStore::new(writes, caches.clone());
+    // Services take their cluster IPs and node ports around their writes; the allocator
+    // itself writes through a store without that effect (IPAddresses allocate nothing).
+    let plain = RestStore::new(writes.clone(), caches.clone());
+    let allocator = kapi_registry::service_alloc::ServiceAllocator::new(opts.service_network.clone(), plain.clone(), writes);
+    kapi_registry::service_alloc::repair::start(allocator.clone());
+    let rest = plain.with_effects("", "services", Arc::new(allocator));
 
     // Building every schema takes a moment of CPU: do it off the async workers.
     let openapi = Arc::new(kapi_openapi::OpenApi::new(crate::handlers::openapi::served_resources()));

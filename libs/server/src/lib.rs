@@ -42,4 +42,5 @@ pub mod tls_policy;
 pub mod transform;
 pub mod watch_stream;
 
+pub use kapi_registry::service_alloc::ServiceNetwork;
 pub use config::{run, AuthorizationMode, EndpointReconcilerType, Options, StartError};

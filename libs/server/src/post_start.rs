@@ -26,6 +26,7 @@ use crate::state::ApiServer;
 use crate::flow_control::{self, FlowControl};
 use crate::{bootstrap, rbac_bootstrap};
 use kapi_registry::rest::RestStore;
+use kapi_registry::service_alloc::ServiceNetwork;
 
 /// How long a failing hook is retried before the process gives up.
 pub const HOOK_BUDGET: Duration = Duration::from_secs(60);
@@ -68,7 +69,13 @@ impl PostStart {
     }
 
     /// Runs every hook in its own task; a task's error is fatal to the server.
-    pub fn spawn(self, srv: &Arc<ApiServer>, secure_port: u16, endpoints: Option<Arc<EndpointController>>) -> JoinSet<Result<(), HookError>> {
+    pub fn spawn(
+        self,
+        srv: &Arc<ApiServer>,
+        secure_port: u16,
+        network: &ServiceNetwork,
+        endpoints: Option<Arc<EndpointController>>,
+    ) -> JoinSet<Result<(), HookError>> {
         let mut tasks = JoinSet::new();
         let rest = srv.rest.clone();
         let namespaces = self.system_namespaces.clone();
@@ -77,9 +84,9 @@ impl PostStart {
             async move { self.system_namespaces.run(HOOK_BUDGET, || bootstrap::system_namespaces(&rest)).await }
         });
         tasks.spawn({
-            let (rest, endpoints) = (rest.clone(), endpoints.clone());
+            let (rest, endpoints, network) = (rest.clone(), endpoints.clone(), network.clone());
             async move {
-                self.bootstrap_controller.run(HOOK_BUDGET, || bootstrap::kubernetes_service(&rest, secure_port)).await?;
+                self.bootstrap_controller.run(HOOK_BUDGET, || bootstrap::kubernetes_service(&rest, secure_port, &network)).await?;
                 if let Some(controller) = endpoints {
                     controller.start();
                 }

@@ -62,6 +62,13 @@ struct Cli {
     /// address, or the default route's address when binding all addresses).
     #[arg(long)]
     advertise_address: Option<IpAddr>,
+    /// The CIDR (or two, one a family, for dual-stack) Service cluster IPs are allocated from;
+    /// the first address of the first is the kubernetes Service's.
+    #[arg(long, default_value = "10.96.0.0/12")]
+    service_cluster_ip_range: String,
+    /// The ports NodePort Services are given (min-max, base+size or one port).
+    #[arg(long, default_value = "30000-32767")]
+    service_node_port_range: String,
     /// How the kubernetes Service's endpoints are kept: lease (one lease per replica) or none.
     #[arg(long, default_value = "lease")]
     endpoint_reconciler_type: kapi_server::EndpointReconcilerType,
@@ -311,6 +318,13 @@ fn main() -> ExitCode {
         }
     };
 
+    let service_network = match kapi_server::ServiceNetwork::parse(&cli.service_cluster_ip_range, &cli.service_node_port_range) {
+        Ok(network) => network,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
     let tls_policy = match kapi_server::tls_policy::TlsPolicy::from_flags(cli.tls_min_version.as_deref(), &cli.tls_cipher_suites) {
         Ok(policy) => policy,
         Err(e) => {
@@ -391,6 +405,7 @@ fn main() -> ExitCode {
         admission,
         audit,
         tls_policy,
+        service_network,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

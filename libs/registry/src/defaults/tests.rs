@@ -175,8 +175,8 @@ fn service_defaults() {
     prepare_for_create("", "Service", &mut s);
     assert_eq!(s["spec"]["type"], "ClusterIP");
     assert_eq!(s["spec"]["sessionAffinity"], "None");
-    assert_eq!(s["spec"]["ipFamilies"], json!(["IPv4"]));
-    assert_eq!(s["spec"]["ipFamilyPolicy"], "SingleStack");
+    // Families come from the cluster's ranges, at allocation (service_alloc), not defaulting.
+    assert!(s["spec"].get("ipFamilies").is_none());
     assert_eq!(s["spec"]["internalTrafficPolicy"], "Cluster");
     assert_eq!(s["spec"]["ports"][0], json!({"port": 80, "protocol": "TCP", "targetPort": 80}));
     assert_eq!(s["spec"]["ports"][1]["targetPort"], "https");

@@ -241,19 +241,32 @@ impl RestStore {
             if let Some(admission) = hooks.admission {
                 admission.validate(Some(&old), &new).await?;
             }
+            // What the object reserves (a Service's addresses), settled once the store answers.
+            let pending = match self.effects_for(spec) {
+                Some(effects) if target == WriteTarget::Main => Some(effects.begin_update(&old, &mut new, dry_run).await?),
+                _ => None,
+            };
+            let settle = |stored: bool| async move {
+                if let Some(pending) = pending {
+                    pending.finish(stored).await;
+                }
+            };
             if new == old && !stale {
                 // kube skips no-op writes: the object and its resourceVersion stay as they are;
                 // unless the stored value was sealed with an older key, which the write
                 // replaces (rotation rewrites every object unchanged).
+                settle(false).await;
                 return Ok(old);
             }
             // Removing the last finalizer of an object being deleted completes the deletion.
             if meta_str(&new, "deletionTimestamp").is_some() && finalizers(&new).is_empty() && !held_by_spec_finalizers(spec, &new) {
+                settle(false).await;
                 if dry_run {
                     return Ok(new);
                 }
                 return match self.store.delete(&key, Some(mod_revision)).await {
                     Ok((rev, _)) => {
+                        self.after_delete(spec, &old).await;
                         set_resource_version(&mut new, rev);
                         Ok(new)
                     }
@@ -262,9 +275,18 @@ impl RestStore {
                 };
             }
             if dry_run {
+                settle(false).await;
                 return Ok(new);
             }
-            match self.store.update(&key, encode_for_storage(&new)?, mod_revision).await {
+            let written = match encode_for_storage(&new) {
+                Ok(value) => self.store.update(&key, value, mod_revision).await,
+                Err(e) => {
+                    settle(false).await;
+                    return Err(e);
+                }
+            };
+            settle(written.is_ok()).await;
+            match written {
                 Ok(rev) => {
                     set_resource_version(&mut new, rev);
                     return Ok(new);
