@@ -96,11 +96,14 @@ impl Collector {
     }
 
     /// The resources to follow, one per storage (key prefix): stored, listable, watchable and
-    /// deletable (kube's GC monitors the resources that support delete, list and watch).
+    /// deletable (kube's GC monitors the resources that support delete, list and watch), except
+    /// events (kube-controller-manager's default `ignoredResources`: many, short-lived, owned by
+    /// nothing).
     fn served(&self) -> BTreeMap<String, &'static ResourceSpec> {
         let mut wanted = BTreeMap::new();
         for spec in self.ops.chain.stored_resources() {
-            if ["delete", "list", "watch"].iter().all(|v| spec.supports(v)) {
+            let ignored = spec.resource == "events" && matches!(spec.group, "" | "events.k8s.io");
+            if !ignored && ["delete", "list", "watch"].iter().all(|v| spec.supports(v)) {
                 wanted.entry(spec.key_prefix()).or_insert(spec);
             }
         }
@@ -169,6 +172,14 @@ impl Collector {
                     watcher
                 }
                 Err(SyncError::Watch(WatchError::ShuttingDown)) => return,
+                // No cache to follow (a resource this tier does not cache, or a custom resource
+                // whose cache just went): nothing to wait for, the workers must not stall on it.
+                Err(e @ SyncError::NoCache(_)) => {
+                    self.set_synced(&prefix, true);
+                    tracing::debug!(resource = spec.resource, "garbage collector: {e}; looking again later");
+                    tokio::time::sleep(RESYNC * 10).await;
+                    continue;
+                }
                 Err(e) => {
                     // A custom resource's cache goes just before it stops being served.
                     tracing::debug!(resource = spec.resource, "garbage collector watch failed: {e}; retrying");
