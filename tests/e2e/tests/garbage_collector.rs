@@ -185,3 +185,32 @@ fn dangling_references_defaults_and_custom_resources() {
     assert!(gone(&kapi, &["/api/v1/namespaces/default/configmaps/gear-settings".to_owned()]), "the custom resource's dependent was not collected");
     assert!(exists(&kapi, "/api/v1/namespaces/default/configmaps/live-owner"));
 }
+
+/// Two replicas on one database both run the collector: their writes race (deletes with
+/// preconditions, conditional metadata edits), the outcome is kube's, and a lost race is
+/// neither an error nor a retry loop in their logs.
+#[test]
+fn replicas_collect_side_by_side() {
+    let replicas = Kapi::start_replicas(2, &[]).expect("start replicas");
+    let kapi = &replicas[0];
+    let (_, rs) = family(kapi, "dup");
+    pod(kapi, "dup", "web-1-c", vec![owner_ref(&rs, true)], &[]);
+    let out = kapi.kubectl(&["delete", "deployment", "web", "-n", "dup", "--cascade=foreground"]).ok("delete foreground");
+    assert_eq!(out.trim(), "deployment.apps \"web\" deleted");
+    for replica in &replicas {
+        assert!(!exists(replica, "/apis/apps/v1/namespaces/dup/replicasets/web-1"));
+        assert_eq!(names(replica, "/api/v1/namespaces/dup/pods"), Vec::<String>::new());
+    }
+    let (_, rs) = family(&replicas[1], "dup2");
+    let stray = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": rs["metadata"]["uid"], "blockOwnerDeletion": true});
+    let r = replicas[1].request(&Request::new("DELETE", "/apis/apps/v1/namespaces/dup2/deployments/web"));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    pod(&replicas[1], "dup2", "late", vec![stray], &[]);
+    let all = ["/apis/apps/v1/namespaces/dup2/replicasets/web-1", "/api/v1/namespaces/dup2/pods/web-1-a", "/api/v1/namespaces/dup2/pods/late"];
+    assert!(gone(kapi, &all.map(String::from)), "background deletion left dependents");
+    for replica in &replicas {
+        let log = replica.log();
+        let noisy: Vec<&str> = log.lines().filter(|l| l.contains("garbage collector") && (l.contains("WARN") || l.contains("ERROR"))).collect();
+        assert!(noisy.is_empty(), "{}", noisy.join("\n"));
+    }
+}
