@@ -467,12 +467,18 @@ impl ApiError {
                         // A cause's message on the wire is kube's `ErrorBody()`: without the field prefix.
                         let prefix = format!("{}: ", c.field);
                         let body = c.message.strip_prefix(prefix.as_str()).unwrap_or(&c.message);
-                        json!({"reason": c.reason, "message": body, "field": c.field})
+                        let mut cause = json!({"reason": c.reason, "message": body});
+                        // `field` is omitempty in kube (a cause about the whole object).
+                        if !c.field.is_empty() {
+                            cause["field"] = c.field.clone().into();
+                        }
+                        cause
                     })
                     .collect();
                 details.insert("causes".into(), causes.into());
             }
-            if let Some(s) = d.retry_after_seconds {
+            // omitempty in kube: a zero hint is left out.
+            if let Some(s) = d.retry_after_seconds.filter(|s| *s > 0) {
                 details.insert("retryAfterSeconds".into(), s.into());
             }
             status["details"] = Value::Object(details);

@@ -152,7 +152,7 @@ pub fn error(err: &ApiError, output: Output) -> Response<Body> {
     let status = err.to_status();
     let mut resp = object(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &status, output);
     resp.extensions_mut().insert(ErrorStatus(status));
-    if let Some(secs) = err.details.as_ref().and_then(|d| d.retry_after_seconds) {
+    if let Some(secs) = err.details.as_ref().and_then(|d| d.retry_after_seconds).filter(|s| *s > 0) {
         if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
             resp.headers_mut().insert(header::RETRY_AFTER, v);
         }

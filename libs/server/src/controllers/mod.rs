@@ -8,6 +8,7 @@
 //! recomputed from the current object), so that every replica may run them at once.
 
 pub mod garbage_collector;
+pub mod disruption;
 pub mod namespace;
 pub mod resource_quota;
 pub mod service_accounts;
@@ -37,7 +38,8 @@ pub async fn start(data_dir: &Path, caches: Arc<CacheSet>, rest: RestStore) -> R
         .await
         .map_err(|source| StartError::Io { context: format!("reading the cluster CA {}", path.display()), source })?;
     service_accounts::start(caches.clone(), rest.clone(), root_ca);
-    resource_quota::start(caches, rest);
+    resource_quota::start(caches.clone(), rest.clone());
+    disruption::start(caches, rest);
     Ok(())
 }
 

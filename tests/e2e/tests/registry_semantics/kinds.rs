@@ -188,7 +188,10 @@ pub fn kinds(ns: &str, c: &Crypto) -> Vec<Kind> {
             json!({"spec": {"replicas": 1, "selector": app, "template": pod_template}}))
             .status(json!({"replicas": 7}), "/status/replicas")
             .generation(Spec)
-            .change(json!({"spec": {"replicas": 2}})),
+            .change(json!({"spec": {"replicas": 2}}))
+            // kube's default garbage collection policy for v1 ReplicationControllers is to
+            // orphan: the DELETE leaves it pending behind the orphan finalizer.
+            .pending(),
         k("v1", "resourcequotas", "ResourceQuota", json!({"spec": {"hard": {"pods": "10"}}}))
             .status(json!({"hard": {"pods": "5"}}), "/status/hard")
             .change(json!({"spec": {"hard": {"pods": "11"}}}))
@@ -246,7 +249,9 @@ pub fn kinds(ns: &str, c: &Crypto) -> Vec<Kind> {
         k("batch/v1", "jobs", "Job", json!({"spec": {"template": job_template}}))
             .status(json!({"succeeded": 7}), "/status/succeeded")
             .generation(Spec)
-            .change(json!({"spec": {"activeDeadlineSeconds": 100}})),
+            .change(json!({"spec": {"activeDeadlineSeconds": 100}}))
+            // batch/v1 Jobs orphan their pods by default (the orphan finalizer keeps it).
+            .pending(),
         k("certificates.k8s.io/v1", "certificatesigningrequests", "CertificateSigningRequest",
             json!({"spec": {"request": c.csr_b64, "signerName": "example.com/sem", "usages": ["digital signature"]}}))
             .status(cond("Approved"), "/status/conditions"),

@@ -29,6 +29,7 @@ use crate::state::ApiServer;
 use crate::transform::{self, IncludeObject};
 
 mod delete;
+mod eviction;
 mod list;
 mod patch;
 mod subresource;

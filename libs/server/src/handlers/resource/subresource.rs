@@ -1,4 +1,4 @@
-//! Subresources: status, scale, token, binding, namespace finalize, and the pod connect subresources.
+//! Subresources: status, scale, token, binding, eviction, namespace finalize, and the pod connect subresources.
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use kapi_registry::strategy::{Strategy, WriteTarget};
 use serde_json::{json, Value};
 
 use super::patch::{apply_patch, patch_kind, PatchKind, PatchRequest, UNTYPED_PATCH_TYPES};
-use super::{decode_checked, dry_run, patch, single, with_warnings, HandlerResult};
+use super::{decode_checked, dry_run, eviction, patch, single, with_warnings, HandlerResult};
 use crate::admission::{self, RequestAdmission, View};
 use crate::decode::{decode_subresource, BodyType};
 use crate::field_manager;
@@ -174,6 +174,29 @@ pub(super) async fn subresource(
             admission.admit_object(&mut binding).await?;
             bind_pod(srv, strategy, ns, name, &binding, dry).await?;
             Ok(with_warnings(response::object(StatusCode::CREATED, &success_status(None), output.plain()), &admission.warnings()))
+        }
+        ("eviction", "create") if spec.group.is_empty() && spec.resource == "pods" => {
+            let target = match decode_body(content_type, &body)?.get("apiVersion").and_then(Value::as_str) {
+                Some("policy/v1beta1") => BodyType { group: "policy", version: "v1beta1", kind: "Eviction" },
+                _ => BodyType { group: "policy", version: "v1", kind: "Eviction" },
+            };
+            let mut eviction = decode_subresource(&srv.openapi, content_type, &body, target)?;
+            if eviction.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+                return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
+            }
+            let opts = eviction::delete_options(&eviction, dry)?;
+            let view = View::Body("policy", target.version, "Eviction");
+            let admission = admit(Operation::Create, admission::options_object("CreateOptions", query), view);
+            admission.admit_object(&mut eviction).await?;
+            let answer = match eviction::evict(srv, strategy, ns.unwrap_or_default(), name, opts).await? {
+                eviction::Evicted::Done => response::object(StatusCode::CREATED, &success_status(None), output.plain()),
+                eviction::Evicted::TooManyBudgets => {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.", "code": 500});
+                    response::object(StatusCode::INTERNAL_SERVER_ERROR, &status, output.plain())
+                }
+            };
+            Ok(with_warnings(answer, &admission.warnings()))
         }
         _ => Err(ApiError::method_not_supported(&gr, &info.verb)),
     }
