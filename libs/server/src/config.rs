@@ -129,6 +129,8 @@ pub struct Options {
     pub storage_poll_interval: Option<Duration>,
     /// The `--kubelet-*` flags: how pod log, exec, attach and portforward reach kubelets.
     pub kubelet: crate::kubelet::KubeletClientOptions,
+    /// `--controllers` and the `--leader-elect*` flags: the in-process controllers.
+    pub controllers: crate::controllers::ControllerOptions,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
     pub service_network: kapi_registry::service_alloc::ServiceNetwork,
     /// `--tls-min-version` and `--tls-cipher-suites`.
@@ -191,6 +193,7 @@ impl Default for Options {
             livez_grace_period: Duration::ZERO,
             goaway_chance: 0.0,
             service_network: Default::default(),
+            controllers: Default::default(),
             http_headers: Arc::default(),
             advertise_address: None,
             endpoint_reconciler: EndpointReconcilerType::Lease,
@@ -637,9 +640,11 @@ async fn build_server(
         crate::rbac_sync::start(caches.clone(), rest.clone(), rbac.clone()).await?;
         informers.mark_synced(RBAC_INDEX);
     }
-    crate::controllers::start(&opts.data_dir, caches.clone(), rest.clone()).await?;
-    crate::controllers::namespace::start(caches.clone(), rest.clone(), chain.clone());
-    crate::controllers::garbage_collector::start(caches.clone(), rest.clone(), chain.clone());
+    if let Some(election) = crate::controllers::start(&opts.controllers, &opts.data_dir, caches.clone(), rest.clone(), chain.clone()).await? {
+        lifecycle.add_pre_shutdown_hook(PreShutdownHook::new("release-controller-lease", move || {
+            Box::pin(async move { election.release().await.map_err(|e| e.message) })
+        }));
+    }
     crate::admission::type_checking::start(caches.clone(), rest.clone(), chain.clone());
     let admission = crate::admission::build_chain(
         &opts.admission,

@@ -69,6 +69,23 @@ struct Cli {
     /// The ports NodePort Services are given (min-max, base+size or one port).
     #[arg(long, default_value = "30000-32767")]
     service_node_port_range: String,
+    /// The in-process controllers to run, by kube-controller-manager's names: '*' all, 'foo'
+    /// enables foo, '-foo' disables it; empty for none (a real controller manager runs them).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
+    /// Run the controllers only while holding the kube-system/kube-controller-manager Lease, so
+    /// that one replica at a time acts.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: bool,
+    /// How long a leader's Lease lasts without renewal before another replica takes over.
+    #[arg(long, default_value = "15s", value_parser = parse_go_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long a leader keeps trying to renew before it stops acting.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How often candidates try to acquire and leaders renew.
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    leader_elect_retry_period: Duration,
     /// How the kubernetes Service's endpoints are kept: lease (one lease per replica) or none.
     #[arg(long, default_value = "lease")]
     endpoint_reconciler_type: kapi_server::EndpointReconcilerType,
@@ -325,6 +342,26 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
+    let election = kapi_server::controllers::ElectionConfig {
+        lease_duration: cli.leader_elect_lease_duration,
+        renew_deadline: cli.leader_elect_renew_deadline,
+        retry_period: cli.leader_elect_retry_period,
+    };
+    if let Err(e) = election.validate() {
+        eprintln!("error: --leader-elect-*: {e}");
+        return ExitCode::from(EX_USAGE);
+    }
+    let controllers = match kapi_server::controllers::Selection::parse(&cli.controllers) {
+        Ok(selection) => kapi_server::controllers::ControllerOptions {
+            selection,
+            leader_elect: cli.leader_elect,
+            election,
+        },
+        Err(e) => {
+            eprintln!("error: --controllers: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
     let tls_policy = match kapi_server::tls_policy::TlsPolicy::from_flags(cli.tls_min_version.as_deref(), &cli.tls_cipher_suites) {
         Ok(policy) => policy,
         Err(e) => {
@@ -406,6 +443,7 @@ fn main() -> ExitCode {
         audit,
         tls_policy,
         service_network,
+        controllers,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

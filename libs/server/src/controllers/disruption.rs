@@ -21,7 +21,7 @@ use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
 use kapi_watch::CacheSet;
 use serde_json::{json, Map, Value};
 
-use super::{follow, Queue};
+use super::follow;
 
 /// kube's `DeletionTimeout`: how long a pod recorded as disrupted counts as gone.
 const DELETION_TIMEOUT: i64 = 120;
@@ -38,12 +38,13 @@ fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
 }
 
 /// Starts the controller.
-pub fn start(caches: Arc<CacheSet>, rest: RestStore) {
+pub fn start(ctx: &super::ControllerContext) {
+    let (caches, rest) = (ctx.caches.clone(), ctx.rest.clone());
     let (Some(budgets), Some(pods)) = (spec("policy", "poddisruptionbudgets"), spec("", "pods")) else {
         tracing::error!("poddisruptionbudgets or pods are not served; no disruption controller");
         return;
     };
-    let queue = Arc::new(Queue::default());
+    let queue = ctx.queue();
     let on_budget = queue.clone();
     tokio::spawn(follow(caches.clone(), budgets, move |_, b| {
         on_budget.add(format!("{}/{}", str_at(b, "/metadata/namespace"), str_at(b, "/metadata/name")))

@@ -1,14 +1,19 @@
 //! In-process controllers for what kube-controller-manager does and users expect of any
-//! cluster: the `default` ServiceAccount and `kube-root-ca.crt` ConfigMap of every namespace
-//! ([`service_accounts`]), and ResourceQuota usage kept exact ([`resource_quota`]).
+//! cluster: namespace deletion ([`namespace`]), the `default` ServiceAccount and
+//! `kube-root-ca.crt` ConfigMap of every namespace ([`service_accounts`]), ResourceQuota usage
+//! kept exact ([`resource_quota`]), ownerReferences garbage collection
+//! ([`garbage_collector`]) and PodDisruptionBudget status ([`disruption`]).
 //!
-//! Each follows the watch caches, as kube's controllers follow informers, and queues the keys
-//! to reconcile; a failed reconcile is queued again a second later. Every write is idempotent
-//! (a create that finds the object made meanwhile is done; updates are conditional and
-//! recomputed from the current object), so that every replica may run them at once.
+//! `--controllers` picks them with kube-controller-manager's names and syntax (`*`, `name`,
+//! `-name`), so a cluster with a real controller manager turns them off. Each follows the
+//! watch caches, as kube's controllers follow informers, and queues the keys to reconcile; a
+//! failed reconcile is queued again a second later. Workers take keys only while this replica
+//! holds the controllers' Lease ([`leader_election`]); every write is conditional or
+//! idempotent besides, so a moment of two leaders does no harm.
 
-pub mod garbage_collector;
 pub mod disruption;
+pub mod garbage_collector;
+pub mod leader_election;
 pub mod namespace;
 pub mod resource_quota;
 pub mod service_accounts;
@@ -26,28 +31,164 @@ use tokio::sync::Notify;
 
 use crate::config::StartError;
 use crate::rbac_sync::{initial_state, SyncError};
+use crate::tier::Chain;
+pub use leader_election::{Election, ElectionConfig, Leadership};
 
 /// The field manager of the controllers' writes, as kube-controller-manager's user agent names
 /// them.
 pub(crate) const MANAGER: &str = "kube-controller-manager";
 
-/// Starts every controller over the caches; `data_dir` holds the cluster CA they publish.
-pub async fn start(data_dir: &Path, caches: Arc<CacheSet>, rest: RestStore) -> Result<(), StartError> {
-    let path = data_dir.join("pki").join("ca.crt");
-    let root_ca = tokio::fs::read_to_string(&path)
-        .await
-        .map_err(|source| StartError::Io { context: format!("reading the cluster CA {}", path.display()), source })?;
-    service_accounts::start(caches.clone(), rest.clone(), root_ca);
-    resource_quota::start(caches.clone(), rest.clone());
-    disruption::start(caches, rest);
-    Ok(())
+/// The controllers kapi runs, by kube-controller-manager's names (then the older aliases
+/// `--controllers` also takes).
+pub const KNOWN: &[(&str, &str)] = &[
+    ("namespace-controller", "namespace"),
+    ("serviceaccount-controller", "serviceaccount"),
+    ("root-ca-certificate-publisher-controller", "root-ca-cert-publisher"),
+    ("resourcequota-controller", "resourcequota"),
+    ("garbage-collector-controller", "garbagecollector"),
+    ("disruption-controller", "disruption"),
+];
+
+/// `--controllers`: which controllers run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    enabled: BTreeSet<&'static str>,
 }
 
-/// Keys waiting to be reconciled, each once however often it was added (kube's work queue).
-#[derive(Default)]
+impl Default for Selection {
+    /// `*`: every controller.
+    fn default() -> Self {
+        Selection { enabled: KNOWN.iter().map(|(name, _)| *name).collect() }
+    }
+}
+
+impl Selection {
+    /// kube-controller-manager's syntax: `*` enables every controller on by default, `foo`
+    /// enables `foo`, `-foo` disables it; an empty list runs none.
+    pub fn parse(items: &[String]) -> Result<Self, String> {
+        let canonical = |name: &str| KNOWN.iter().find(|(full, alias)| *full == name || *alias == name).map(|(full, _)| *full);
+        let mut enabled = BTreeSet::new();
+        if items.iter().any(|i| i == "*") {
+            enabled = Selection::default().enabled;
+        }
+        for item in items.iter().map(|i| i.trim()).filter(|i| !i.is_empty() && *i != "*") {
+            let (off, name) = match item.strip_prefix('-') {
+                Some(name) => (true, name),
+                None => (false, item),
+            };
+            let name = canonical(name).ok_or_else(|| format!("{name:?} is not in the list of known controllers"))?;
+            if off {
+                enabled.remove(name);
+            } else {
+                enabled.insert(name);
+            }
+        }
+        Ok(Selection { enabled })
+    }
+
+    /// Whether the controller `name` (its full name) runs.
+    pub fn runs(&self, name: &str) -> bool {
+        self.enabled.contains(name)
+    }
+
+    /// No controller runs.
+    pub fn is_empty(&self) -> bool {
+        self.enabled.is_empty()
+    }
+}
+
+/// `--controllers` and the `--leader-elect*` flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerOptions {
+    /// Which controllers run.
+    pub selection: Selection,
+    /// `--leader-elect`: run the workers only while holding the Lease.
+    pub leader_elect: bool,
+    /// The Lease's timings.
+    pub election: ElectionConfig,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions { selection: Selection::default(), leader_elect: true, election: ElectionConfig::default() }
+    }
+}
+
+/// What every controller starts from.
+#[derive(Clone)]
+pub struct ControllerContext {
+    /// The watch caches they follow.
+    pub caches: Arc<CacheSet>,
+    /// Where they write.
+    pub rest: RestStore,
+    /// Which resources are served (custom resources included).
+    pub chain: Chain,
+    /// Whether this replica may act.
+    pub leadership: Leadership,
+}
+
+impl ControllerContext {
+    /// A work queue whose keys are taken only while this replica leads.
+    pub(crate) fn queue(&self) -> Arc<Queue> {
+        Arc::new(Queue { pending: Mutex::default(), wake: Notify::new(), leadership: self.leadership.clone() })
+    }
+}
+
+/// Starts the selected controllers; `data_dir` holds the cluster CA the root CA publisher
+/// publishes. Returns the election, to be released when the server stops.
+pub async fn start(
+    opts: &ControllerOptions,
+    data_dir: &Path,
+    caches: Arc<CacheSet>,
+    rest: RestStore,
+    chain: Chain,
+) -> Result<Option<Election>, StartError> {
+    let selection = &opts.selection;
+    if selection.is_empty() {
+        tracing::info!("no in-process controllers (--controllers)");
+        return Ok(None);
+    }
+    let election = opts.leader_elect.then(|| {
+        let identity = format!("{}_{}", crate::endpoints::lease::hostname(), uuid::Uuid::new_v4());
+        leader_election::start(rest.clone(), identity, opts.election.clone())
+    });
+    let leadership = election.as_ref().map_or_else(Leadership::always, |e| e.leadership.clone());
+    let ctx = ControllerContext { caches, rest, chain, leadership };
+    let (accounts, root_ca) = (selection.runs("serviceaccount-controller"), selection.runs("root-ca-certificate-publisher-controller"));
+    if accounts || root_ca {
+        let ca = match root_ca {
+            true => {
+                let path = data_dir.join("pki").join("ca.crt");
+                let ca = tokio::fs::read_to_string(&path)
+                    .await
+                    .map_err(|source| StartError::Io { context: format!("reading the cluster CA {}", path.display()), source })?;
+                Some(ca)
+            }
+            false => None,
+        };
+        service_accounts::start(&ctx, accounts, ca);
+    }
+    if selection.runs("resourcequota-controller") {
+        resource_quota::start(&ctx);
+    }
+    if selection.runs("disruption-controller") {
+        disruption::start(&ctx);
+    }
+    if selection.runs("namespace-controller") {
+        namespace::start(&ctx);
+    }
+    if selection.runs("garbage-collector-controller") {
+        garbage_collector::start(&ctx);
+    }
+    Ok(election)
+}
+
+/// Keys waiting to be reconciled, each once however often it was added (kube's work queue);
+/// taken only while this replica leads.
 pub(crate) struct Queue {
     pending: Mutex<BTreeSet<String>>,
     wake: Notify,
+    leadership: Leadership,
 }
 
 impl Queue {
@@ -66,9 +207,10 @@ impl Queue {
         });
     }
 
-    /// The next key, waiting for one.
+    /// The next key, waiting for one and for this replica to lead.
     pub(crate) async fn next(&self) -> String {
         loop {
+            self.leadership.led().await;
             if let Some(key) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).pop_first() {
                 return key;
             }

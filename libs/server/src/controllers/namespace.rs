@@ -19,7 +19,7 @@ use kapi_apimachinery::ApiError;
 use kapi_registry::catalog::{self, ResourceSpec};
 use kapi_registry::rest::{DeleteOptions, ListParams, RestStore, WriteHooks};
 use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
-use kapi_watch::{CacheSet, EventType};
+use kapi_watch::EventType;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -96,12 +96,13 @@ struct Remaining {
 }
 
 /// Starts the controller over the namespaces' cache; `chain` says which resources are served.
-pub fn start(caches: Arc<CacheSet>, rest: RestStore, chain: Chain) {
+pub fn start(ctx: &super::ControllerContext) {
+    let (caches, rest, chain) = (ctx.caches.clone(), ctx.rest.clone(), ctx.chain.clone());
     let Some(namespaces) = catalog::find("", "v1", "namespaces") else {
         tracing::error!("namespaces are not served; no namespace controller");
         return;
     };
-    let queue = Arc::new(Queue::default());
+    let queue = ctx.queue();
     let delays = Arc::new(Delays::default());
     let (on_namespace, on_delays) = (queue.clone(), delays.clone());
     tokio::spawn(follow(caches, namespaces, move |ty, ns| {

@@ -20,10 +20,10 @@ use kapi_apimachinery::ApiError;
 use kapi_registry::catalog::{self, ResourceSpec, Serving};
 use kapi_registry::rest::{RestStore, WriteHooks};
 use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
-use kapi_watch::{CacheSet, EventType};
+use kapi_watch::EventType;
 use serde_json::{json, Value};
 
-use super::{follow, Queue};
+use super::follow;
 
 /// kube-controller-manager's `--resource-quota-sync-period` default.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -49,12 +49,13 @@ fn served(group: &str, resource: &str) -> Option<&'static ResourceSpec> {
 }
 
 /// Starts the controller.
-pub fn start(caches: Arc<CacheSet>, rest: RestStore) {
+pub fn start(ctx: &super::ControllerContext) {
+    let (caches, rest) = (ctx.caches.clone(), ctx.rest.clone());
     let Some(quotas) = served("", "resourcequotas") else {
         tracing::error!("resourcequotas are not served; no resource-quota controller");
         return;
     };
-    let queue = Arc::new(Queue::default());
+    let queue = ctx.queue();
     let on_quota = queue.clone();
     tokio::spawn(follow(caches.clone(), quotas, move |ty, q| {
         // Admission's charges change status only; a recount is for new or changed limits.

@@ -9,10 +9,10 @@ use kapi_apimachinery::ApiError;
 use kapi_registry::catalog::{self, ResourceSpec};
 use kapi_registry::rest::{object_key, RestStore, WriteHooks};
 use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
-use kapi_watch::{CacheSet, EventType};
+use kapi_watch::EventType;
 use serde_json::{json, Value};
 
-use super::{follow, Queue, MANAGER};
+use super::{follow, MANAGER};
 
 /// The account every namespace has.
 const DEFAULT_ACCOUNT: &str = "default";
@@ -24,21 +24,27 @@ const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the k
 
 struct Controller {
     rest: RestStore,
-    root_ca: String,
+    /// Whether the serviceaccount controller runs.
+    accounts: bool,
+    /// The CA the root-ca-certificate-publisher publishes, when it runs.
+    root_ca: Option<String>,
     namespaces: &'static ResourceSpec,
-    accounts: &'static ResourceSpec,
+    accounts_spec: &'static ResourceSpec,
     configmaps: &'static ResourceSpec,
 }
 
-/// Starts both controllers (one queue of namespaces: each reconcile ensures both objects).
-pub fn start(caches: Arc<CacheSet>, rest: RestStore, root_ca: String) {
+/// Starts the serviceaccount controller (`accounts`) and the root-ca-certificate-publisher
+/// (`root_ca`: the CA to publish), one queue of namespaces: each reconcile ensures what runs.
+pub fn start(ctx: &super::ControllerContext, accounts: bool, root_ca: Option<String>) {
+    let (caches, rest) = (ctx.caches.clone(), ctx.rest.clone());
+    let accounts_running = accounts;
     let (Some(namespaces), Some(accounts), Some(configmaps)) =
         (catalog::find("", "v1", "namespaces"), catalog::find("", "v1", "serviceaccounts"), catalog::find("", "v1", "configmaps"))
     else {
         tracing::error!("namespaces, serviceaccounts or configmaps are not served; no service-account controller");
         return;
     };
-    let queue = Arc::new(Queue::default());
+    let queue = ctx.queue();
     let on_namespace = queue.clone();
     tokio::spawn(follow(caches.clone(), namespaces, move |ty, ns| {
         if ty != EventType::Deleted && is_active(ns) {
@@ -57,7 +63,7 @@ pub fn start(caches: Arc<CacheSet>, rest: RestStore, root_ca: String) {
             on_configmap.add(str_at(cm, "/metadata/namespace"));
         }
     }));
-    let controller = Controller { rest, root_ca, namespaces, accounts, configmaps };
+    let controller = Controller { rest, accounts: accounts_running, root_ca, namespaces, accounts_spec: accounts, configmaps };
     tokio::spawn(async move {
         loop {
             let ns = queue.next().await;
@@ -91,11 +97,12 @@ impl Controller {
         if !self.cached(self.namespaces, None, ns).is_some_and(|n| is_active(&n)) {
             return Ok(());
         }
-        if self.cached(self.accounts, Some(ns), DEFAULT_ACCOUNT).is_none() {
+        if self.accounts && self.cached(self.accounts_spec, Some(ns), DEFAULT_ACCOUNT).is_none() {
             let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DEFAULT_ACCOUNT, "namespace": ns}});
-            self.create(self.accounts, ns, sa).await?;
+            self.create(self.accounts_spec, ns, sa).await?;
         }
-        let data = json!({"ca.crt": self.root_ca});
+        let Some(root_ca) = &self.root_ca else { return Ok(()) };
+        let data = json!({"ca.crt": root_ca});
         match self.cached(self.configmaps, Some(ns), ROOT_CA_CONFIGMAP) {
             None => {
                 let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",

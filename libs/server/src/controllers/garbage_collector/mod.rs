@@ -30,14 +30,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use kapi_registry::catalog::ResourceSpec;
-use kapi_registry::rest::RestStore;
 use kapi_watch::{CacheSet, WatchError, WatchItem};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Queue;
 use crate::rbac_sync::{initial_state, SyncError};
-use crate::tier::Chain;
 use attempt::Done;
 use graph::{Graph, Work};
 use ops::{Failure, Ops};
@@ -65,11 +63,12 @@ pub(super) struct Collector {
 
 /// Starts the collector over the caches; `chain` says which resources are served (and maps an
 /// ownerReference's apiVersion and kind to one).
-pub fn start(caches: Arc<CacheSet>, rest: RestStore, chain: Chain) {
+pub fn start(ctx: &super::ControllerContext) {
+    let (caches, rest, chain) = (ctx.caches.clone(), ctx.rest.clone(), ctx.chain.clone());
     let collector = Arc::new(Collector {
         graph: Mutex::default(),
         ops: Ops { rest, chain },
-        queue: Arc::new(Queue::default()),
+        queue: ctx.queue(),
         failures: Mutex::default(),
         unsynced: Mutex::default(),
         synced: watch::Sender::new(false),
