@@ -69,6 +69,12 @@ struct Cli {
     /// The ports NodePort Services are given (min-max, base+size or one port).
     #[arg(long, default_value = "30000-32767")]
     service_node_port_range: String,
+    /// The tolerationSeconds DefaultTolerationSeconds gives pods for the not-ready taint.
+    #[arg(long, default_value_t = 300)]
+    default_not_ready_toleration_seconds: i64,
+    /// The tolerationSeconds DefaultTolerationSeconds gives pods for the unreachable taint.
+    #[arg(long, default_value_t = 300)]
+    default_unreachable_toleration_seconds: i64,
     /// The in-process controllers to run, by kube-controller-manager's names: '*' all, 'foo'
     /// enables foo, '-foo' disables it; empty for none (a real controller manager runs them).
     #[arg(long, value_delimiter = ',', default_value = "*")]
@@ -328,7 +334,10 @@ fn main() -> ExitCode {
         &cli.disable_admission_plugins,
         cli.admission_control_config_file.as_deref(),
     ) {
-        Ok(admission) => admission,
+        Ok(admission) => kapi_server::admission::AdmissionOptions {
+            default_toleration_seconds: (cli.default_not_ready_toleration_seconds, cli.default_unreachable_toleration_seconds),
+            ..admission
+        },
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(EX_USAGE);

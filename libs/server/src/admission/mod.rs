@@ -29,11 +29,21 @@ pub struct AdmissionOptions {
     pub plugins: PluginNames,
     /// `--admission-control-config-file`, read.
     pub config: AdmissionConfig,
+    /// The plugins `--enable-admission-plugins` named: one kapi does not implement stops
+    /// start-up rather than silently not running.
+    pub explicit: Vec<String>,
+    /// `--default-not-ready-toleration-seconds` and `--default-unreachable-toleration-seconds`.
+    pub default_toleration_seconds: (i64, i64),
 }
 
 impl Default for AdmissionOptions {
     fn default() -> Self {
-        AdmissionOptions { plugins: kapi_admission::enabled_plugins(&[], &[]).unwrap_or_default(), config: AdmissionConfig::default() }
+        AdmissionOptions {
+            plugins: kapi_admission::enabled_plugins(&[], &[]).unwrap_or_default(),
+            config: AdmissionConfig::default(),
+            explicit: Vec::new(),
+            default_toleration_seconds: (300, 300),
+        }
     }
 }
 
@@ -46,7 +56,7 @@ impl AdmissionOptions {
             Some(path) => AdmissionConfig::load(path).map_err(|e| e.to_string())?,
             None => AdmissionConfig::default(),
         };
-        Ok(AdmissionOptions { plugins, config })
+        Ok(AdmissionOptions { plugins, config, explicit: enable.to_vec(), ..AdmissionOptions::default() })
     }
 }
 
@@ -63,9 +73,10 @@ pub struct PluginContext {
 }
 
 /// The chain: RBAC escalation prevention first (kube runs it in the RBAC registries, ahead of
-/// validating admission), then the enabled plugins kapi implements, in kube's order. Enabled
-/// plugins kapi does not implement yet are named in the log once. A plugin configuration kube
-/// refuses stops start-up, as kube's `couldn't init admission plugin`.
+/// validating admission), then the enabled plugins kapi implements, in kube's order. Default-on
+/// plugins kapi does not implement yet are named in the log once; one `--enable-admission-plugins`
+/// names stops start-up (a security plugin asked for must not silently not run). A plugin
+/// configuration kube refuses stops start-up, as kube's `couldn't init admission plugin`.
 pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result<Chain, String> {
     let mut plugins: Vec<Box<dyn AdmissionPlugin>> = Vec::new();
     if let Some(rbac) = context.rbac {
@@ -83,7 +94,18 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
             "LimitRanger" => Box::new(kapi_admission_builtin::LimitRanger::new(context.rest.clone())),
             "ServiceAccount" => Box::new(kapi_admission_builtin::ServiceAccount::new(context.rest.clone())),
             "Priority" => Box::new(kapi_admission_builtin::Priority::new(context.rest.clone())),
-            "DefaultTolerationSeconds" => Box::new(kapi_admission_builtin::DefaultTolerationSeconds::new()),
+            "DefaultTolerationSeconds" => {
+                let (not_ready, unreachable) = options.default_toleration_seconds;
+                Box::new(kapi_admission_builtin::DefaultTolerationSeconds::with_seconds(not_ready, unreachable))
+            }
+            "AlwaysAdmit" => Box::new(kapi_admission_builtin::AlwaysAdmit),
+            "AlwaysDeny" => Box::new(kapi_admission_builtin::AlwaysDeny),
+            "AlwaysPullImages" => Box::new(kapi_admission_builtin::AlwaysPullImages::new()),
+            "DenyServiceExternalIPs" => Box::new(kapi_admission_builtin::DenyServiceExternalIPs::new()),
+            "ExtendedResourceToleration" => Box::new(kapi_admission_builtin::ExtendedResourceToleration::new()),
+            "LimitPodHardAntiAffinityTopology" => Box::new(kapi_admission_builtin::LimitPodHardAntiAffinityTopology::new()),
+            "NamespaceAutoProvision" => Box::new(kapi_admission_builtin::NamespaceAutoProvision::new(context.rest.clone())),
+            "NamespaceExists" => Box::new(kapi_admission_builtin::NamespaceExists::new(context.rest.clone())),
             "DefaultStorageClass" => Box::new(kapi_admission_builtin::DefaultStorageClass::new(context.rest.clone())),
             "DefaultIngressClass" => Box::new(kapi_admission_builtin::DefaultIngressClass::new(context.rest.clone())),
             "RuntimeClass" => Box::new(kapi_admission_builtin::RuntimeClass::new(context.rest.clone())),
@@ -124,6 +146,10 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
             }
         };
         plugins.push(plugin);
+    }
+    let refused: Vec<&str> = missing.iter().copied().filter(|m| options.explicit.iter().any(|e| e == m)).collect();
+    if !refused.is_empty() {
+        return Err(format!("admission plugins {} are not implemented by kapi; remove them from --enable-admission-plugins", refused.join(",")));
     }
     if !missing.is_empty() {
         tracing::warn!(plugins = %missing.join(","), "admission plugins enabled but not implemented by kapi yet; they do not run");
