@@ -9,6 +9,10 @@ use kapi_registry::service_alloc::ServiceNetwork;
 use kapi_registry::strategy::CatalogStrategy;
 use serde_json::json;
 
+/// How often the `kubernetes` Service is checked and recreated if deleted (kube's
+/// `EndpointInterval`).
+pub const KUBERNETES_SERVICE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The namespaces kube-apiserver's system-namespaces controller keeps.
 pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
 

@@ -87,6 +87,15 @@ impl PostStart {
             let (rest, endpoints, network) = (rest.clone(), endpoints.clone(), network.clone());
             async move {
                 self.bootstrap_controller.run(HOOK_BUDGET, || bootstrap::kubernetes_service(&rest, secure_port, &network)).await?;
+                // kube's bootstrap controller keeps the Service: one deleted comes back.
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(bootstrap::KUBERNETES_SERVICE_INTERVAL).await;
+                        if let Err(e) = bootstrap::kubernetes_service(&rest, secure_port, &network).await {
+                            tracing::warn!("keeping the kubernetes Service: {e}");
+                        }
+                    }
+                });
                 if let Some(controller) = endpoints {
                     controller.start();
                 }

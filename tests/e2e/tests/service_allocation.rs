@@ -129,6 +129,15 @@ fn addresses_and_ports_are_claimed_refused_and_released() {
     let after = kapi.get_json(&format!("{SERVICES}/applied"));
     assert_eq!(before["spec"]["clusterIP"], after["spec"]["clusterIP"]);
     assert_eq!(before["spec"]["ports"][0]["nodePort"], after["spec"]["ports"][0]["nodePort"]);
+
+    // The kubernetes Service deleted comes back, at its address (kube's bootstrap controller).
+    assert_eq!(kapi.request(&Request::new("DELETE", &format!("{SERVICES}/kubernetes"))).status, 200);
+    let back = wait_for(Duration::from_secs(20), || {
+        let r = kapi.request(&Request::get(&format!("{SERVICES}/kubernetes")));
+        (r.status == 200).then_some(r.body)
+    })
+    .expect("the kubernetes Service is recreated");
+    assert_eq!(back["spec"]["clusterIP"], "10.96.0.1");
 }
 
 #[test]
