@@ -28,6 +28,9 @@ pub struct Attributes {
     pub resource_request: bool,
     /// The URL path, which non-resource rules match against.
     pub path: String,
+    /// The request's `fieldSelector` (kube's `GetFieldSelector`), empty when none: the Node
+    /// authorizer lets a kubelet list the pods selected by `spec.nodeName=<itself>`.
+    pub field_selector: String,
 }
 
 /// An authorizer's answer with its reason (kube's `(decision, reason, err)`): SubjectAccessReview

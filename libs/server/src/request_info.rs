@@ -31,6 +31,8 @@ pub struct RequestInfo {
     pub name: String,
     /// Path segments after the group version (for discovery of groups and versions).
     pub parts: Vec<String>,
+    /// The `fieldSelector` query parameter, decoded ("" when none), for authorization.
+    pub field_selector: String,
 }
 
 fn query_flag(query: Option<&str>, key: &str) -> bool {
@@ -62,6 +64,7 @@ impl RequestInfo {
         rest = &rest[1..];
         info.is_resource_request = true;
         info.parts = rest.iter().map(|s| (*s).to_owned()).collect();
+        info.field_selector = crate::query::Query::parse(query).get("fieldSelector").unwrap_or_default().to_owned();
 
         let mut watch_path = false;
         if rest.first() == Some(&"watch") {

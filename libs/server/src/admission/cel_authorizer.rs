@@ -23,6 +23,7 @@ impl CelAuthorizer for ServerCelAuthorizer {
             name: a.name.clone(),
             resource_request: a.resource_request,
             path: a.path.clone(),
+            field_selector: a.field_selector.clone(),
         };
         let decision = self.0.authorize(&attrs);
         AuthzDecision { allowed: decision.is_allowed(), reason: decision.reason().to_owned(), error: None }

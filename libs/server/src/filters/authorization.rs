@@ -52,10 +52,26 @@ pub fn attributes(info: &RequestInfo, user: &UserInfo) -> Attributes {
         api_version: info.api_version.clone(),
         resource: info.resource.clone(),
         subresource: info.subresource.clone(),
-        name: info.name.clone(),
+        name: list_name(info),
         resource_request: info.is_resource_request,
         path: info.path.clone(),
+        field_selector: info.field_selector.clone(),
     }
+}
+
+/// The object name: the path's, or for a list or watch without one (not the legacy `/watch/`
+/// path) the name its field selector requires (`metadata.name=x`), as kube's
+/// RequestInfoFactory gives authorizers; so a kubelet may list its own Node, and RBAC rules
+/// with `resourceNames` cover such lists.
+fn list_name(info: &RequestInfo) -> String {
+    if !info.name.is_empty() || !matches!(info.verb.as_str(), "list" | "watch") || info.parts.first().is_some_and(|p| p == "watch") {
+        return info.name.clone();
+    }
+    kapi_apimachinery::fields::FieldSelector::parse(&info.field_selector)
+        .ok()
+        .and_then(|s| s.requires_exact_match("metadata.name").map(str::to_owned))
+        .filter(|name| !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']))
+        .unwrap_or_default()
 }
 
 async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
@@ -96,3 +112,22 @@ filter!(
     Incoming,
     run
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    #[test]
+    fn lists_take_their_name_from_a_metadata_name_selector() {
+        let user = UserInfo::new("system:node:n1", ["system:nodes"]);
+        let info = RequestInfo::parse(&Method::GET, "/api/v1/nodes", Some("fieldSelector=metadata.name%3Dn1&watch=true"));
+        let attrs = attributes(&info, &user);
+        assert_eq!((attrs.verb.as_str(), attrs.name.as_str(), attrs.field_selector.as_str()), ("watch", "n1", "metadata.name=n1"));
+        let pods = attributes(&RequestInfo::parse(&Method::GET, "/api/v1/pods", Some("fieldSelector=spec.nodeName%3Dn1")), &user);
+        assert_eq!((pods.name.as_str(), pods.field_selector.as_str()), ("", "spec.nodeName=n1"));
+        // The legacy watch path and writes keep the path's name.
+        assert_eq!(attributes(&RequestInfo::parse(&Method::GET, "/api/v1/watch/nodes", Some("fieldSelector=metadata.name%3Dn1")), &user).name, "");
+        assert_eq!(attributes(&RequestInfo::parse(&Method::DELETE, "/api/v1/nodes", Some("fieldSelector=metadata.name%3Dn1")), &user).name, "");
+    }
+}

@@ -54,6 +54,7 @@ impl Impersonation {
             name: name.into(),
             resource_request: true,
             path: String::new(),
+            field_selector: String::new(),
         }
     }
 }

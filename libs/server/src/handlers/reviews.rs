@@ -137,6 +137,7 @@ fn review_attributes(spec: &ResourceSpec, review: &Value, user: UserInfo, need_u
             name: str_field(r, "name").to_owned(),
             resource_request: true,
             path: String::new(),
+            field_selector: r.pointer("/fieldSelector/rawSelector").and_then(Value::as_str).unwrap_or_default().to_owned(),
         },
         (_, Some(nr)) => Attributes {
             user,
