@@ -635,10 +635,13 @@ async fn build_server(
         max_expiration: opts.service_account_max_token_expiration.as_secs() as i64,
     });
     let authenticator = authenticator(opts, tokens, api_audiences)?;
-    let (authorizer, rbac) = authorizer(&opts.authorization_modes)?;
+    let (authorizer, rbac, node_authorizer) = authorizer(&opts.authorization_modes)?;
     if let Some(rbac) = &rbac {
         crate::rbac_sync::start(caches.clone(), rest.clone(), rbac.clone()).await?;
         informers.mark_synced(RBAC_INDEX);
+    }
+    if let Some(node) = node_authorizer {
+        crate::node_sync::start(caches.clone(), node).await?;
     }
     if let Some(election) = crate::controllers::start(&opts.controllers, &opts.data_dir, caches.clone(), rest.clone(), chain.clone()).await? {
         lifecycle.add_pre_shutdown_hook(PreShutdownHook::new("release-controller-lease", move || {
@@ -707,11 +710,13 @@ fn authenticator(opts: &Options, tokens: Arc<dyn TokenAuthenticator>, api_audien
 }
 
 /// kube's authorizer chain: `system:masters` first, then each `--authorization-mode` in order.
-fn authorizer(modes: &[AuthorizationMode]) -> Result<(Arc<dyn Authorizer>, Option<RbacAuthorizer>), StartError> {
+type Authorizers = (Arc<dyn Authorizer>, Option<RbacAuthorizer>, Option<kapi_auth::node::NodeAuthorizer>);
+
+fn authorizer(modes: &[AuthorizationMode]) -> Result<Authorizers, StartError> {
     if modes.is_empty() {
         return Err(StartError::Config("at least one --authorization-mode must be given".into()));
     }
-    let mut rbac = None;
+    let (mut rbac, mut node) = (None, None);
     let mut chain: Vec<Box<dyn Authorizer>> = vec![Box::new(PrivilegedGroups::new([kapi_auth::user::SYSTEM_MASTERS]))];
     for mode in modes {
         match mode {
@@ -721,9 +726,15 @@ fn authorizer(modes: &[AuthorizationMode]) -> Result<(Arc<dyn Authorizer>, Optio
                 let authz = rbac.get_or_insert_with(RbacAuthorizer::new).clone();
                 chain.push(Box::new(authz));
             }
+            AuthorizationMode::Node => {
+                if node.is_none() {
+                    node = Some(kapi_auth::node::NodeAuthorizer::new().map_err(StartError::Config)?);
+                }
+                chain.extend(node.clone().map(|n| Box::new(n) as Box<dyn Authorizer>));
+            }
         }
     }
-    Ok((Arc::new(UnionAuthorizer::new(chain)), rbac))
+    Ok((Arc::new(UnionAuthorizer::new(chain)), rbac, node))
 }
 
 /// SIGTERM and SIGINT, caught from the moment [`TerminationSignals::install`] returns.

@@ -21,6 +21,7 @@ pub mod kubelet;
 pub mod lifecycle;
 pub mod metrics;
 pub mod negotiation;
+pub mod node_sync;
 pub mod patch_decode;
 pub mod pki;
 pub mod post_start;

@@ -60,6 +60,8 @@ pub enum AuthorizationMode {
     AlwaysDeny,
     /// `RBAC`.
     Rbac,
+    /// `Node`: kubelets' access to the objects of their pods (kapi_auth::node).
+    Node,
 }
 
 impl std::str::FromStr for AuthorizationMode {
@@ -70,7 +72,8 @@ impl std::str::FromStr for AuthorizationMode {
             "AlwaysAllow" => Ok(Self::AlwaysAllow),
             "AlwaysDeny" => Ok(Self::AlwaysDeny),
             "RBAC" => Ok(Self::Rbac),
-            "Node" | "ABAC" | "Webhook" => Err(format!("authorization mode {s:?} is not supported by kapi")),
+            "Node" => Ok(Self::Node),
+            "ABAC" | "Webhook" => Err(format!("authorization mode {s:?} is not supported by kapi")),
             other => Err(format!("unknown authorization mode {other:?}")),
         }
     }

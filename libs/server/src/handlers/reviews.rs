@@ -209,6 +209,7 @@ fn self_subject_rules_review(srv: &ApiServer, review: &Value, user: &UserInfo) -
     let mut resource_rules = Vec::new();
     let mut non_resource_rules = Vec::new();
     let mut errors = Vec::new();
+    let mut incomplete = false;
     let mut add = |rules: Vec<PolicyRule>| {
         for rule in rules {
             if rule.non_resource_urls.is_empty() {
@@ -230,6 +231,13 @@ fn self_subject_rules_review(srv: &ApiServer, review: &Value, user: &UserInfo) -
         match mode {
             AuthorizationMode::AlwaysAllow => add(PolicyRule::full_authority()),
             AuthorizationMode::AlwaysDeny => {}
+            // kube's node authorizer does not enumerate a node's rules: incomplete, with its error.
+            AuthorizationMode::Node => {
+                if kapi_auth::node::node_identity(user).is_some() {
+                    incomplete = true;
+                    errors.push("node authorizer does not support user rule resolution".to_owned());
+                }
+            }
             AuthorizationMode::Rbac => {
                 if let Some(rbac) = &srv.rbac {
                     let (rules, errs) = rbac.rules_for(user, namespace);
@@ -248,12 +256,12 @@ fn self_subject_rules_review(srv: &ApiServer, review: &Value, user: &UserInfo) -
         }
         v
     };
-    // Every mode here lists its rules completely; dangling role references are reported as an
-    // evaluation error (utilerrors' aggregate format), as kube's rule resolvers do.
+    // Modes other than Node list their rules completely; dangling role references are reported
+    // as an evaluation error (utilerrors' aggregate format), as kube's rule resolvers do.
     let mut status = json!({
         "resourceRules": strip_empty(resource_rules),
         "nonResourceRules": strip_empty(non_resource_rules),
-        "incomplete": false,
+        "incomplete": incomplete,
     });
     match errors.len() {
         0 => {}
