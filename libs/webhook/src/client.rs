@@ -37,7 +37,7 @@ pub struct Client {
 struct Inner {
     resolver: Arc<dyn ServiceResolver>,
     pool: Pool,
-    tls: Mutex<HashMap<Vec<u8>, Arc<rustls::ClientConfig>>>,
+    tls: Mutex<HashMap<(Vec<u8>, crate::config::Credentials), Arc<rustls::ClientConfig>>>,
 }
 
 /// One call's request line and what its messages show.
@@ -74,7 +74,11 @@ impl Client {
                 self.inner.resolver.resolve(namespace, name, *port).map_err(|e| CallError::post(&call.url, e))?
             }
         };
-        let key = Key { host, port, server_name: config.server_name(), ca_bundle: config.ca_bundle.as_slice().into() };
+        let identity = match &config.credentials {
+            crate::config::Credentials::Certificate { cert, .. } => Some(cert.as_slice().into()),
+            _ => None,
+        };
+        let key = Key { host, port, server_name: config.server_name(), ca_bundle: config.ca_bundle.as_slice().into(), identity };
         let mut idle = self.inner.pool.take(&key).await;
         loop {
             let reused = idle.is_some();
@@ -158,17 +162,19 @@ impl Client {
         Ok(Conn::new(sender, local, peer, task.abort_handle()))
     }
 
-    /// The TLS configuration trusting `config`'s caBundle, built once per bundle.
+    /// The TLS configuration trusting `config`'s caBundle with its client certificate, built
+    /// once per pair.
     fn tls(&self, config: &ClientConfig) -> Result<Arc<rustls::ClientConfig>, String> {
         let mut configs = self.inner.tls.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tls) = configs.get(&config.ca_bundle) {
+        let key = (config.ca_bundle.clone(), config.credentials.clone());
+        if let Some(tls) = configs.get(&key) {
             return Ok(tls.clone());
         }
-        let tls = crate::tls::client_config(&config.ca_bundle)?;
+        let tls = crate::tls::client_config(&config.ca_bundle, &config.credentials)?;
         if configs.len() >= MAX_TLS_CONFIGS {
             configs.clear();
         }
-        configs.insert(config.ca_bundle.clone(), tls.clone());
+        configs.insert(key, tls.clone());
         Ok(tls)
     }
 }
@@ -182,6 +188,10 @@ fn request(call: &Call<'_>, body: Bytes) -> Result<http::Request<Full<Bytes>>, C
     headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
     headers.insert(header::ACCEPT, header::HeaderValue::from_static("application/json, */*"));
     headers.insert(header::USER_AGENT, header::HeaderValue::from_static(concat!("kapi/", env!("CARGO_PKG_VERSION"))));
+    if let crate::config::Credentials::Token(token) = &call.config.credentials {
+        let value = header::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| CallError::post(&call.url, e))?;
+        headers.insert(header::AUTHORIZATION, value);
+    }
     Ok(request)
 }
 

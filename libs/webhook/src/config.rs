@@ -15,6 +15,21 @@ pub struct ClientConfig {
     /// PEM certificates trusted for the webhook's serving certificate. Empty trusts nothing:
     /// kube would fall back to the system's roots, which a cluster-internal webhook never uses.
     pub(crate) ca_bundle: Vec<u8>,
+    /// How kapi proves itself to the webhook: nothing for admission and conversion webhooks;
+    /// a client certificate or a bearer token from an authentication or authorization
+    /// webhook's kubeconfig.
+    pub(crate) credentials: Credentials,
+}
+
+/// kapi's credentials towards a webhook.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(crate) enum Credentials {
+    #[default]
+    None,
+    /// PEM certificate chain and private key.
+    Certificate { cert: Vec<u8>, key: Vec<u8> },
+    /// `Authorization: Bearer <token>`.
+    Token(String),
 }
 
 /// Where the webhook listens.
@@ -53,7 +68,7 @@ impl ClientConfig {
         if !ca_bundle.is_empty() {
             crate::tls::roots(&ca_bundle).map_err(|e| format!("caBundle: {e}"))?;
         }
-        let config = ClientConfig { endpoint, ca_bundle };
+        let config = ClientConfig { endpoint, ca_bundle, credentials: Credentials::None };
         // Go's URL type escapes what HTTP cannot carry; here such a path is refused up front
         // rather than failing every call.
         let path = config.path_and_query(None);
@@ -96,7 +111,7 @@ impl ClientConfig {
     }
 }
 
-fn parse_url(url: &str) -> Result<Endpoint, String> {
+pub(crate) fn parse_url(url: &str) -> Result<Endpoint, String> {
     let unparsable = |why: String| format!("Unparsable URL: parse {}: {why}", crate::error::go_quote(url));
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     if !scheme.eq_ignore_ascii_case("https") {

@@ -13,6 +13,7 @@
 mod client;
 mod config;
 mod error;
+mod kubeconfig;
 mod pool;
 mod resolver;
 mod tls;

@@ -29,6 +29,8 @@ pub(crate) struct Key {
     pub port: u16,
     pub server_name: String,
     pub ca_bundle: Arc<[u8]>,
+    /// The client certificate presented, if any: connections are not shared across identities.
+    pub identity: Option<Arc<[u8]>>,
 }
 
 /// One open connection.

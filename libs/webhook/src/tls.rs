@@ -23,16 +23,27 @@ pub(crate) fn roots(pem: &[u8]) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-/// A client configuration trusting `ca_bundle` (nothing when empty). HTTP/1.1 only, as kube
-/// forces for webhooks: HTTP/2 would multiplex every call on one connection to one endpoint.
-pub(crate) fn client_config(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
+/// A client configuration trusting `ca_bundle` (nothing when empty), presenting `credentials`'
+/// certificate if they are one. HTTP/1.1 only, as kube forces for webhooks: HTTP/2 would
+/// multiplex every call on one connection to one endpoint.
+pub(crate) fn client_config(ca_bundle: &[u8], credentials: &crate::config::Credentials) -> Result<Arc<rustls::ClientConfig>, String> {
     let roots = if ca_bundle.is_empty() { RootCertStore::empty() } else { roots(ca_bundle)? };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let mut config = match credentials {
+        crate::config::Credentials::Certificate { cert, key } => {
+            let chain: Vec<CertificateDer<'static>> =
+                rustls_pemfile::certs(&mut &cert[..]).collect::<Result<_, _>>().map_err(|e| format!("client certificate: {e}"))?;
+            let key = rustls_pemfile::private_key(&mut &key[..])
+                .map_err(|e| format!("client key: {e}"))?
+                .ok_or("client key: no private key found")?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| format!("client certificate: {e}"))?
+        }
+        _ => builder.with_no_client_auth(),
+    };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
