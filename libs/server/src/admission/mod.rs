@@ -91,6 +91,7 @@ pub fn build_chain(options: &AdmissionOptions, context: PluginContext) -> Result
     for name in &options.plugins {
         let plugin: Box<dyn AdmissionPlugin> = match *name {
             "NamespaceLifecycle" => Box::new(kapi_admission_builtin::NamespaceLifecycle::new(context.rest.clone())),
+            "NodeRestriction" => Box::new(kapi_admission_builtin::NodeRestriction::new(context.rest.clone())),
             "LimitRanger" => Box::new(kapi_admission_builtin::LimitRanger::new(context.rest.clone())),
             "ServiceAccount" => Box::new(kapi_admission_builtin::ServiceAccount::new(context.rest.clone())),
             "Priority" => Box::new(kapi_admission_builtin::Priority::new(context.rest.clone())),
