@@ -2,6 +2,9 @@
 
 use crate::user::{UserInfo, ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS};
 
+/// The future of an asynchronous authentication or authorization step.
+pub type Pending<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 /// How the client's certificate chain fared against one CA bundle. The server verifies each
 /// connection's chain once, against the client CA and the front-proxy CA, so that requests on a
 /// keep-alive connection pay nothing for it.
@@ -49,11 +52,18 @@ pub enum AuthOutcome {
     Rejected(String),
 }
 
-/// One way of authenticating requests. Synchronous because every built-in authenticator works
-/// on data already in memory; remote ones (webhooks) cache and refresh out of band.
+/// One way of authenticating requests. Built-in authenticators work on data already in memory
+/// ([`Authenticator::authenticate`]); one that asks a remote service (webhook token
+/// authentication, an OIDC issuer's keys) answers [`Authenticator::authenticate_async`], which
+/// the request path awaits.
 pub trait Authenticator: Send + Sync {
     /// Decides who the request is from.
     fn authenticate(&self, req: &AuthRequest<'_>) -> AuthOutcome;
+
+    /// [`Authenticator::authenticate`] for async callers.
+    fn authenticate_async<'a>(&'a self, req: &'a AuthRequest<'a>) -> crate::authn::Pending<'a, AuthOutcome> {
+        Box::pin(async move { self.authenticate(req) })
+    }
 }
 
 /// kube's union authenticator wrapped in its authenticated-group adder: the first authenticator
@@ -92,12 +102,30 @@ impl Authenticator for UnionAuthenticator {
                 AuthOutcome::Rejected(message) => errors.push(message),
             }
         }
-        match errors.len() {
-            0 => AuthOutcome::NotApplicable,
-            // utilerrors.NewAggregate's formatting: a lone error as is, several in brackets.
-            1 => AuthOutcome::Rejected(errors.remove(0)),
-            _ => AuthOutcome::Rejected(format!("[{}]", errors.join(", "))),
-        }
+        union_errors(errors)
+    }
+
+    fn authenticate_async<'a>(&'a self, req: &'a AuthRequest<'a>) -> crate::authn::Pending<'a, AuthOutcome> {
+        Box::pin(async move {
+            let mut errors = Vec::new();
+            for authenticator in &self.authenticators {
+                match authenticator.authenticate_async(req).await {
+                    AuthOutcome::Authenticated(user) => return AuthOutcome::Authenticated(add_authenticated_group(user)),
+                    AuthOutcome::NotApplicable => {}
+                    AuthOutcome::Rejected(message) => errors.push(message),
+                }
+            }
+            union_errors(errors)
+        })
+    }
+}
+
+/// utilerrors.NewAggregate's formatting: a lone error as is, several in brackets.
+fn union_errors(mut errors: Vec<String>) -> AuthOutcome {
+    match errors.len() {
+        0 => AuthOutcome::NotApplicable,
+        1 => AuthOutcome::Rejected(errors.remove(0)),
+        _ => AuthOutcome::Rejected(format!("[{}]", errors.join(", "))),
     }
 }
 
@@ -127,6 +155,15 @@ impl Authenticator for AnonymousFallback {
             AuthOutcome::NotApplicable => AuthOutcome::Authenticated(UserInfo::anonymous()),
             decided => decided,
         }
+    }
+
+    fn authenticate_async<'a>(&'a self, req: &'a AuthRequest<'a>) -> crate::authn::Pending<'a, AuthOutcome> {
+        Box::pin(async move {
+            match self.inner.authenticate_async(req).await {
+                AuthOutcome::NotApplicable => AuthOutcome::Authenticated(UserInfo::anonymous()),
+                decided => decided,
+            }
+        })
     }
 }
 

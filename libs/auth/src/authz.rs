@@ -61,11 +61,19 @@ impl Decision {
     }
 }
 
-/// One way of authorizing requests; synchronous because decisions are made from in-memory
-/// state (RBAC caches, informers).
+/// One way of authorizing requests. Built-in authorizers decide from in-memory state (RBAC
+/// caches, informers) with [`Authorizer::authorize`]; a remote one (the webhook authorizer)
+/// also answers [`Authorizer::authorize_async`], which the request path awaits, while the
+/// synchronous form serves callers inside synchronous evaluation (CEL's authorizer library).
 pub trait Authorizer: Send + Sync {
     /// Decides whether `attrs.user` may do what `attrs` describes.
     fn authorize(&self, attrs: &Attributes) -> Decision;
+
+    /// [`Authorizer::authorize`] for async callers: an authorizer that waits on the network
+    /// overrides it.
+    fn authorize_async<'a>(&'a self, attrs: &'a Attributes) -> crate::authn::Pending<'a, Decision> {
+        Box::pin(async move { self.authorize(attrs) })
+    }
 }
 
 /// Allows everything: kube's `--authorization-mode=AlwaysAllow` (authentication still
@@ -146,6 +154,23 @@ impl Authorizer for UnionAuthorizer {
             }
         }
         Decision::NoOpinion(reasons.join("\n"))
+    }
+
+    fn authorize_async<'a>(&'a self, attrs: &'a Attributes) -> crate::authn::Pending<'a, Decision> {
+        Box::pin(async move {
+            let mut reasons = Vec::new();
+            for authorizer in &self.authorizers {
+                match authorizer.authorize_async(attrs).await {
+                    Decision::NoOpinion(reason) => {
+                        if !reason.is_empty() {
+                            reasons.push(reason);
+                        }
+                    }
+                    decided => return decided,
+                }
+            }
+            Decision::NoOpinion(reasons.join("\n"))
+        })
     }
 }
 

@@ -38,17 +38,31 @@ pub trait TokenAuthenticator: Send + Sync {
     /// to be valid for; empty means the caller states none (kube's "no audiences in the
     /// context"), and each authenticator then applies its own default.
     fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome;
+
+    /// [`TokenAuthenticator::authenticate_token`] for async callers: one that asks a remote
+    /// service (a TokenReview webhook) overrides it.
+    fn authenticate_token_async<'a>(&'a self, token: &'a str, audiences: &'a [String]) -> crate::authn::Pending<'a, TokenOutcome> {
+        Box::pin(async move { self.authenticate_token(token, audiences) })
+    }
 }
 
 impl<T: TokenAuthenticator + ?Sized> TokenAuthenticator for Arc<T> {
     fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
         (**self).authenticate_token(token, audiences)
     }
+
+    fn authenticate_token_async<'a>(&'a self, token: &'a str, audiences: &'a [String]) -> crate::authn::Pending<'a, TokenOutcome> {
+        (**self).authenticate_token_async(token, audiences)
+    }
 }
 
 impl<T: TokenAuthenticator + ?Sized> TokenAuthenticator for Box<T> {
     fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
         (**self).authenticate_token(token, audiences)
+    }
+
+    fn authenticate_token_async<'a>(&'a self, token: &'a str, audiences: &'a [String]) -> crate::authn::Pending<'a, TokenOutcome> {
+        (**self).authenticate_token_async(token, audiences)
     }
 }
 
@@ -120,6 +134,20 @@ impl TokenAuthenticator for TokenUnion {
             }
         }
         aggregate(errors).map_or(TokenOutcome::NotApplicable, TokenOutcome::Rejected)
+    }
+
+    fn authenticate_token_async<'a>(&'a self, token: &'a str, audiences: &'a [String]) -> crate::authn::Pending<'a, TokenOutcome> {
+        Box::pin(async move {
+            let mut errors = Vec::new();
+            for authenticator in &self.authenticators {
+                match authenticator.authenticate_token_async(token, audiences).await {
+                    ok @ TokenOutcome::Authenticated { .. } => return ok,
+                    TokenOutcome::NotApplicable => {}
+                    TokenOutcome::Rejected(message) => errors.push(message),
+                }
+            }
+            aggregate(errors).map_or(TokenOutcome::NotApplicable, TokenOutcome::Rejected)
+        })
     }
 }
 
@@ -225,27 +253,31 @@ pub fn bearer_token(header_value: &str) -> Option<&str> {
     Some(token)
 }
 
-impl Authenticator for BearerTokenAuthenticator {
-    fn authenticate(&self, req: &AuthRequest<'_>) -> AuthOutcome {
+impl BearerTokenAuthenticator {
+    /// The bearer token of the request: Err when the header is present but cannot carry one
+    /// any authenticator issued, None when there is no bearer credential.
+    fn token_of(req: &AuthRequest<'_>) -> Result<Option<String>, AuthOutcome> {
         let Some(value) = req.headers.get(http::header::AUTHORIZATION) else {
-            return AuthOutcome::NotApplicable;
+            return Ok(None);
         };
         // Go keeps header bytes as they are; bytes that are not UTF-8 are parsed as replacement
         // characters, and a token containing them cannot be one any authenticator issued.
         let text = String::from_utf8_lossy(value.as_bytes());
         let Some(token) = bearer_token(&text) else {
-            return AuthOutcome::NotApplicable;
+            return Ok(None);
         };
         if matches!(text, std::borrow::Cow::Owned(_)) && token.contains(char::REPLACEMENT_CHARACTER) {
-            return AuthOutcome::Rejected(INVALID_BEARER_TOKEN.to_owned());
+            return Err(AuthOutcome::Rejected(INVALID_BEARER_TOKEN.to_owned()));
         }
-        match self.tokens.authenticate_token(token, &self.api_audiences) {
+        Ok(Some(token.to_owned()))
+    }
+
+    /// The token authenticators' answer as the authentication filter takes it.
+    fn outcome(&self, answer: TokenOutcome) -> AuthOutcome {
+        match answer {
             TokenOutcome::Authenticated { user, audiences } => {
                 // The authentication filter's audiencesAreAcceptable.
-                if !self.api_audiences.is_empty()
-                    && !audiences.is_empty()
-                    && intersect_audiences(&self.api_audiences, &audiences).is_empty()
-                {
+                if !self.api_audiences.is_empty() && !audiences.is_empty() && intersect_audiences(&self.api_audiences, &audiences).is_empty() {
                     return AuthOutcome::Rejected(format!(
                         "unable to match the audience: {} , accepted: {}",
                         go_plain_list(&audiences),
@@ -257,6 +289,26 @@ impl Authenticator for BearerTokenAuthenticator {
             TokenOutcome::NotApplicable => AuthOutcome::Rejected(INVALID_BEARER_TOKEN.to_owned()),
             TokenOutcome::Rejected(reason) => AuthOutcome::Rejected(reason),
         }
+    }
+}
+
+impl Authenticator for BearerTokenAuthenticator {
+    fn authenticate(&self, req: &AuthRequest<'_>) -> AuthOutcome {
+        match Self::token_of(req) {
+            Ok(Some(token)) => self.outcome(self.tokens.authenticate_token(&token, &self.api_audiences)),
+            Ok(None) => AuthOutcome::NotApplicable,
+            Err(rejected) => rejected,
+        }
+    }
+
+    fn authenticate_async<'a>(&'a self, req: &'a AuthRequest<'a>) -> crate::authn::Pending<'a, AuthOutcome> {
+        Box::pin(async move {
+            match Self::token_of(req) {
+                Ok(Some(token)) => self.outcome(self.tokens.authenticate_token_async(&token, &self.api_audiences).await),
+                Ok(None) => AuthOutcome::NotApplicable,
+                Err(rejected) => rejected,
+            }
+        })
     }
 }
 

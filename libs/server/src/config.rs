@@ -131,6 +131,8 @@ pub struct Options {
     pub kubelet: crate::kubelet::KubeletClientOptions,
     /// `--controllers` and the `--leader-elect*` flags: the in-process controllers.
     pub controllers: crate::controllers::ControllerOptions,
+    /// `--authentication-token-webhook-config-file` (read) and its `-version` and `-cache-ttl`.
+    pub token_webhook: Option<crate::auth_webhooks::token::TokenWebhookOptions>,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
     pub service_network: kapi_registry::service_alloc::ServiceNetwork,
     /// `--tls-min-version` and `--tls-cipher-suites`.
@@ -194,6 +196,7 @@ impl Default for Options {
             goaway_chance: 0.0,
             service_network: Default::default(),
             controllers: Default::default(),
+            token_webhook: None,
             http_headers: Arc::default(),
             advertise_address: None,
             endpoint_reconciler: EndpointReconcilerType::Lease,
@@ -619,6 +622,11 @@ async fn build_server(
         api_audiences.clone(),
         Arc::new(CachedObjects::new(caches.clone())),
     )));
+    // One webhook client for the authentication and authorization webhooks.
+    let webhooks = kapi_webhook::Client::new(Arc::new(kapi_webhook::EndpointSliceResolver::new(rest.clone())));
+    if let Some(webhook) = &opts.token_webhook {
+        tokens.push(Box::new(crate::auth_webhooks::token::WebhookTokenAuthenticator::new(webhooks.clone(), webhook.clone(), api_audiences.clone())));
+    }
     let tokens: Arc<dyn TokenAuthenticator> = Arc::new(tokens);
     let metadata = match OpenIdMetadata::new(&issuer, None, Some(&client_addr), &credentials.verification_keys) {
         Ok(m) => Some(m),

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod auth_webhooks;
 pub mod bootstrap;
 pub mod config;
 pub mod controllers;

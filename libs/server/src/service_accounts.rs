@@ -196,7 +196,7 @@ impl ServiceAccounts {
     }
 
     /// TokenReview's status for `spec.token` and `spec.audiences`.
-    pub fn token_review(&self, review: &Value) -> Value {
+    pub async fn token_review(&self, review: &Value) -> Value {
         let token = str_at(review, "/spec/token");
         let audiences: Vec<String> = review
             .pointer("/spec/audiences")
@@ -204,7 +204,7 @@ impl ServiceAccounts {
             .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
             .unwrap_or_default();
         let wanted = if audiences.is_empty() { self.api_audiences.clone() } else { audiences };
-        match self.tokens.authenticate_token(token, &wanted) {
+        match self.tokens.authenticate_token_async(token, &wanted).await {
             TokenOutcome::Authenticated { user, audiences } => {
                 let user = kapi_auth::authn::add_authenticated_group(user);
                 json!({"authenticated": true, "user": crate::handlers::reviews::user_info_json(&user), "audiences": audiences})

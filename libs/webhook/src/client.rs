@@ -34,10 +34,13 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+/// A TLS configuration's trust and identity: the caBundle and the client credentials.
+type TlsKey = (Vec<u8>, crate::config::Credentials);
+
 struct Inner {
     resolver: Arc<dyn ServiceResolver>,
     pool: Pool,
-    tls: Mutex<HashMap<(Vec<u8>, crate::config::Credentials), Arc<rustls::ClientConfig>>>,
+    tls: Mutex<HashMap<TlsKey, Arc<rustls::ClientConfig>>>,
 }
 
 /// One call's request line and what its messages show.

@@ -69,6 +69,16 @@ struct Cli {
     /// The ports NodePort Services are given (min-max, base+size or one port).
     #[arg(long, default_value = "30000-32767")]
     service_node_port_range: String,
+    /// A kubeconfig naming the TokenReview webhook that decides bearer tokens no other
+    /// authenticator knows.
+    #[arg(long)]
+    authentication_token_webhook_config_file: Option<PathBuf>,
+    /// The TokenReview version sent to the webhook: v1 or v1beta1.
+    #[arg(long, default_value = "v1beta1")]
+    authentication_token_webhook_version: String,
+    /// How long the webhook's answers are cached.
+    #[arg(long, default_value = "2m", value_parser = parse_go_duration)]
+    authentication_token_webhook_cache_ttl: Duration,
     /// The tolerationSeconds DefaultTolerationSeconds gives pods for the not-ready taint.
     #[arg(long, default_value_t = 300)]
     default_not_ready_toleration_seconds: i64,
@@ -351,6 +361,20 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
+    let token_webhook = match &cli.authentication_token_webhook_config_file {
+        None => None,
+        Some(path) => match kapi_server::auth_webhooks::token::TokenWebhookOptions::from_flags(
+            path,
+            &cli.authentication_token_webhook_version,
+            cli.authentication_token_webhook_cache_ttl,
+        ) {
+            Ok(options) => Some(options),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EX_USAGE);
+            }
+        },
+    };
     let election = kapi_server::controllers::ElectionConfig {
         lease_duration: cli.leader_elect_lease_duration,
         renew_deadline: cli.leader_elect_renew_deadline,
@@ -453,6 +477,7 @@ fn main() -> ExitCode {
         tls_policy,
         service_network,
         controllers,
+        token_webhook,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

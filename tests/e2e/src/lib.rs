@@ -14,6 +14,7 @@ mod nats;
 mod process;
 pub mod raw;
 mod admission_webhook;
+mod auth_webhook;
 mod webhook;
 
 use std::fs::{File, OpenOptions};
@@ -33,6 +34,7 @@ pub use kubelet::{FakeKubelet, KUBELET_CLIENT_CN};
 pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
 pub use admission_webhook::AdmissionWebhook;
+pub use auth_webhook::AuthWebhook;
 pub use webhook::ConversionWebhook;
 
 /// How long the server may take to print its "Serving securely on" line, and then to pass

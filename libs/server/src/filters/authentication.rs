@@ -20,12 +20,13 @@ where
     S::Future: Send,
 {
     let conn = req.extensions().get::<Arc<ConnInfo>>().cloned().unwrap_or_default();
-    let outcome = srv.authenticator.authenticate(&AuthRequest {
+    let auth_request = AuthRequest {
         peer_certificates: conn.peer_certificates.as_deref(),
         client_ca: &conn.client_ca,
         front_proxy_ca: &conn.front_proxy_ca,
         headers: req.headers(),
-    });
+    };
+    let outcome = srv.authenticator.authenticate_async(&auth_request).await;
     let user = match outcome {
         AuthOutcome::Authenticated(user) => {
             srv.metrics.authentication_attempts.with_label_values(&["success"]).inc();

@@ -83,7 +83,7 @@ where
         return response::error(&ApiError::internal("request reached authorization without its request info or user"), Output::JSON);
     };
     let attrs = attributes(info, user);
-    let decision = srv.authorizer.authorize(&attrs);
+    let decision = srv.authorizer.authorize_async(&attrs).await;
     // kube's audit annotations of the decision.
     if let Some(audit) = req.extensions().get::<super::audit::AuditHandle>() {
         audit.annotate("authorization.k8s.io/decision", if decision.is_allowed() { "allow" } else { "forbid" });

@@ -114,12 +114,12 @@ fn unescape(key: &str) -> String {
 }
 
 /// The impersonated user, once every part is authorized; the 403 of the first part that is not.
-fn impersonate(srv: &ApiServer, requestor: &UserInfo, wanted: &[Impersonation], groups_given: bool) -> Result<UserInfo, ApiError> {
+async fn impersonate(srv: &ApiServer, requestor: &UserInfo, wanted: &[Impersonation], groups_given: bool) -> Result<UserInfo, ApiError> {
     let mut user = UserInfo::default();
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for want in wanted {
         let attrs = want.attributes(requestor);
-        let decision = srv.authorizer.authorize(&attrs);
+        let decision = srv.authorizer.authorize_async(&attrs).await;
         if !decision.is_allowed() {
             return Err(forbidden(&attrs, decision.reason()));
         }
@@ -164,7 +164,7 @@ where
             return response::error(&ApiError::internal("no user found for request"), output);
         };
         let groups_given = req.headers().contains_key(GROUP);
-        match impersonate(&srv, &requestor, &wanted, groups_given) {
+        match impersonate(&srv, &requestor, &wanted, groups_given).await {
             Ok(user) => {
                 tracing::debug!(requestor = %requestor.name, impersonated = %user.name, "impersonating");
                 if let Some(audit) = req.extensions().get::<super::audit::AuditHandle>() {

@@ -22,7 +22,7 @@ use crate::state::{ApiServer, AuthorizationMode};
 type HandlerResult = Result<Response<Body>, ApiError>;
 
 /// POST of a review: decodes the body, answers with it and its status (201, as kube).
-pub fn create(
+pub async fn create(
     srv: &Arc<ApiServer>,
     spec: &'static ResourceSpec,
     info: &RequestInfo,
@@ -48,9 +48,9 @@ pub fn create(
         )));
     }
     let status = match spec.resource {
-        "subjectaccessreviews" => subject_access_review(srv, &review, spec, None)?,
-        "localsubjectaccessreviews" => subject_access_review(srv, &review, spec, Some(&info.namespace))?,
-        "selfsubjectaccessreviews" => decide(srv, &review_attributes(spec, &review, caller.user.clone(), false)?),
+        "subjectaccessreviews" => subject_access_review(srv, &review, spec, None).await?,
+        "localsubjectaccessreviews" => subject_access_review(srv, &review, spec, Some(&info.namespace)).await?,
+        "selfsubjectaccessreviews" => decide(srv, &review_attributes(spec, &review, caller.user.clone(), false)?).await,
         "selfsubjectrulesreviews" => self_subject_rules_review(srv, &review, caller.user)?,
         "selfsubjectreviews" => {
             review["metadata"]["creationTimestamp"] = Value::String(kapi_apimachinery::time::now_rfc3339());
@@ -60,7 +60,7 @@ pub fn create(
             if review.pointer("/spec/token").and_then(Value::as_str).is_none_or(str::is_empty) {
                 return Err(invalid(spec, &review, vec![Cause::required("spec.token", "")]));
             }
-            srv.service_accounts.token_review(&review)
+            srv.service_accounts.token_review(&review).await
         }
         _ => return Err(ApiError::method_not_supported(&gr, &info.verb)),
     };
@@ -150,8 +150,8 @@ fn review_attributes(spec: &ResourceSpec, review: &Value, user: UserInfo, need_u
     })
 }
 
-fn decide(srv: &ApiServer, attrs: &Attributes) -> Value {
-    let decision = srv.authorizer.authorize(attrs);
+async fn decide(srv: &ApiServer, attrs: &Attributes) -> Value {
+    let decision = srv.authorizer.authorize_async(attrs).await;
     let mut status = Map::new();
     status.insert("allowed".into(), Value::Bool(decision.is_allowed()));
     if matches!(decision, kapi_auth::Decision::Deny(_)) {
@@ -173,7 +173,7 @@ fn spec_user(review: &Value) -> UserInfo {
     UserInfo { name: str_field(&s, "user").to_owned(), uid: str_field(&s, "uid").to_owned(), groups: strings(s.get("groups")), extra }
 }
 
-fn subject_access_review(srv: &ApiServer, review: &Value, spec: &ResourceSpec, url_namespace: Option<&str>) -> Result<Value, ApiError> {
+async fn subject_access_review(srv: &ApiServer, review: &Value, spec: &ResourceSpec, url_namespace: Option<&str>) -> Result<Value, ApiError> {
     if let Some(ns) = url_namespace {
         let meta_ns = review.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
         if meta_ns != ns {
@@ -199,7 +199,7 @@ fn subject_access_review(srv: &ApiServer, review: &Value, spec: &ResourceSpec, u
             ));
         }
     }
-    Ok(decide(srv, &review_attributes(spec, review, spec_user(review), true)?))
+    Ok(decide(srv, &review_attributes(spec, review, spec_user(review), true)?).await)
 }
 
 /// SelfSubjectRulesReview: what the caller may do in `spec.namespace`, from every authorization

@@ -50,7 +50,7 @@ pub async fn serve(
     }
     let options = ConnectOptions::parse(sub, query)?;
     if connect {
-        authorize_create(srv, info, caller)?;
+        authorize_create(srv, info, caller).await?;
     }
     if let ConnectOptions::Log(log) = &options {
         log.validate(name)?;
@@ -94,13 +94,13 @@ pub async fn serve(
 /// upgrade is a GET, authorized as `get` by the filter, so exec, attach and portforward check
 /// `create` as well, which SPDY's POST was authorized as. A denial is kube's
 /// `NewForbidden(pods, name, reason)`.
-fn authorize_create(srv: &ApiServer, info: &RequestInfo, caller: &Caller<'_>) -> Result<(), ApiError> {
+async fn authorize_create(srv: &ApiServer, info: &RequestInfo, caller: &Caller<'_>) -> Result<(), ApiError> {
     if info.verb == "create" {
         return Ok(());
     }
     let mut attrs = attributes(info, caller.user);
     attrs.verb = "create".into();
-    match srv.authorizer.authorize(&attrs) {
+    match srv.authorizer.authorize_async(&attrs).await {
         Decision::Allow(_) => Ok(()),
         Decision::Deny(reason) | Decision::NoOpinion(reason) => {
             Err(ApiError::forbidden_for(&GroupResource::new(&info.api_group, &info.resource), &info.name, &reason))

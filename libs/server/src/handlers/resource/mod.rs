@@ -174,7 +174,7 @@ async fn dispatch(
     }
     scope.check_verb(&info.verb)?;
     if matches!(spec.serving, Serving::Virtual) {
-        return reviews::create(srv, spec, info, output, content_type, caller, &body);
+        return reviews::create(srv, spec, info, output, content_type, caller, &body).await;
     }
     let name = info.name.as_str();
     let dry = dry_run(query)?;

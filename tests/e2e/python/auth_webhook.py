@@ -1,0 +1,75 @@
+"""An authentication and authorization webhook for the e2e tests: HTTPS, TokenReview at
+/authenticate and SubjectAccessReview at /authorize (v1 and v1beta1).
+
+Tokens: "alice-token" is alice (groups team-a, uid u-1, extra scopes=[read]); "revoked-token"
+is refused with an error; anything else is unknown. Authorization: alice may get and list
+configmaps; her deletes are denied; everything else gets no opinion.
+kapi must present "Authorization: Bearer webhook-secret". Every call is appended to the log
+file as one JSON line {"path": ..., "spec": ...}.
+Usage: auth_webhook.py <port> <cert.pem> <key.pem> <log>; prints "ready" once listening.
+"""
+import json
+import ssl
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+
+
+def token_status(spec):
+    token = spec.get("token")
+    if token == "alice-token":
+        return {"authenticated": True, "user": {"username": "alice", "uid": "u-1", "groups": ["team-a"], "extra": {"scopes": ["read"]}}}
+    if token == "revoked-token":
+        return {"authenticated": False, "error": "token revoked"}
+    return {"authenticated": False}
+
+
+def access_status(spec):
+    attrs = spec.get("resourceAttributes") or {}
+    if spec.get("user") != "alice" or attrs.get("resource") != "configmaps":
+        return {"allowed": False}
+    if attrs.get("verb") in ("get", "list"):
+        return {"allowed": True, "reason": "alice reads configmaps"}
+    if attrs.get("verb") == "delete":
+        return {"allowed": False, "denied": True, "reason": "alice may not delete configmaps"}
+    return {"allowed": False}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        review = json.loads(self.rfile.read(length))
+        if self.headers.get("Authorization") != "Bearer webhook-secret":
+            self.send_response(401)
+            self.end_headers()
+            return
+        path = self.path.split("?")[0]
+        with LOCK, open(sys.argv[4], "a") as log:
+            log.write(json.dumps({"path": path, "apiVersion": review.get("apiVersion"), "spec": review.get("spec")}) + "\n")
+        status = token_status(review["spec"]) if path == "/authenticate" else access_status(review["spec"])
+        answer = {"apiVersion": review["apiVersion"], "kind": review["kind"], "status": status}
+        body = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    print("ready", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
