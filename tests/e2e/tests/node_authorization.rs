@@ -167,6 +167,13 @@ fn a_kubelet_reads_and_writes_only_what_its_node_has() {
         as_node(Request::new("POST", pods).json(&mirror("static-secret", "node-1", json!([{"name": "s", "secret": {"secretName": "other"}}])))),
         "pods \"static-secret\" is forbidden: node \"node-1\" can not create pods that reference secrets",
     );
+    let mut stale_owner = mirror("static-stale", "node-1", json!([]));
+    stale_owner["metadata"]["ownerReferences"][0]["uid"] = json!("an-old-node-uid");
+    forbidden(
+        &kapi,
+        as_node(Request::new("POST", pods).json(&stale_owner)),
+        &format!("pods \"static-stale\" is forbidden: node node-1 UID mismatch: expected an-old-node-uid got {node1_uid}"),
+    );
     let mut plain = mirror("plain", "node-1", json!([]));
     plain["metadata"]["annotations"] = json!({});
     forbidden(
@@ -183,6 +190,33 @@ fn a_kubelet_reads_and_writes_only_what_its_node_has() {
         &kapi,
         as_node(merge_patch("/api/v1/namespaces/apps/pods/far/status", status)),
         "pods \"far\" is forbidden: node \"node-1\" can only update pod status for pods with spec.nodeName set to itself",
+    );
+
+    // Evictions of its pods only; tokens only bound to its pods.
+    let eviction = |pod: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": "apps"}});
+    forbidden(
+        &kapi,
+        as_node(Request::new("POST", "/api/v1/namespaces/apps/pods/far/eviction").json(&eviction("far"))),
+        "pods \"far\" is forbidden: node node-1 can only evict pods with spec.nodeName set to itself",
+    );
+    let uid = |pod: &str| kapi.get_json(&format!("/api/v1/namespaces/apps/pods/{pod}"))["metadata"]["uid"].as_str().unwrap().to_owned();
+    let token = |pod: &str, uid: &str| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"audiences": [], "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}}})
+    };
+    let token_path = "/api/v1/namespaces/apps/serviceaccounts/default/token";
+    let r = kapi.request(&as_node(Request::new("POST", token_path).json(&token("web", &uid("web")))));
+    assert_eq!(r.status, 201, "{}", r.raw);
+    assert!(r.body["status"]["token"].as_str().is_some_and(|t| !t.is_empty()), "{}", r.raw);
+    forbidden(
+        &kapi,
+        as_node(Request::new("POST", token_path).json(&token("far", &uid("far")))),
+        "serviceaccounts \"default\" is forbidden: node requested token bound to a pod scheduled on a different node",
+    );
+    forbidden(
+        &kapi,
+        as_node(Request::new("POST", token_path).json(&token("web", "not-the-uid"))),
+        "serviceaccounts \"default\" is forbidden: the UID in the bound object reference (not-the-uid) does not match the UID in record. The object might have been deleted and then recreated",
     );
 
     // Deletes: its pod, not node-2's.
