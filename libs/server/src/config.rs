@@ -131,6 +131,9 @@ pub struct Options {
     pub kubelet: crate::kubelet::KubeletClientOptions,
     /// `--controllers` and the `--leader-elect*` flags: the in-process controllers.
     pub controllers: crate::controllers::ControllerOptions,
+    /// The webhook authorizers `AuthorizationMode::Webhook(n)` names: the legacy
+    /// `--authorization-webhook-*` flags' one, or those of `--authorization-config`.
+    pub authorization_webhooks: Vec<crate::auth_webhooks::authorizer::WebhookSettings>,
     /// `--authentication-token-webhook-config-file` (read) and its `-version` and `-cache-ttl`.
     pub token_webhook: Option<crate::auth_webhooks::token::TokenWebhookOptions>,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
@@ -197,6 +200,7 @@ impl Default for Options {
             service_network: Default::default(),
             controllers: Default::default(),
             token_webhook: None,
+            authorization_webhooks: Vec::new(),
             http_headers: Arc::default(),
             advertise_address: None,
             endpoint_reconciler: EndpointReconcilerType::Lease,
@@ -643,7 +647,7 @@ async fn build_server(
         max_expiration: opts.service_account_max_token_expiration.as_secs() as i64,
     });
     let authenticator = authenticator(opts, tokens, api_audiences)?;
-    let (authorizer, rbac, node_authorizer) = authorizer(&opts.authorization_modes)?;
+    let (authorizer, rbac, node_authorizer) = authorizer(&opts.authorization_modes, &opts.authorization_webhooks, &webhooks)?;
     if let Some(rbac) = &rbac {
         crate::rbac_sync::start(caches.clone(), rest.clone(), rbac.clone()).await?;
         informers.mark_synced(RBAC_INDEX);
@@ -720,7 +724,7 @@ fn authenticator(opts: &Options, tokens: Arc<dyn TokenAuthenticator>, api_audien
 /// kube's authorizer chain: `system:masters` first, then each `--authorization-mode` in order.
 type Authorizers = (Arc<dyn Authorizer>, Option<RbacAuthorizer>, Option<kapi_auth::node::NodeAuthorizer>);
 
-fn authorizer(modes: &[AuthorizationMode]) -> Result<Authorizers, StartError> {
+fn authorizer(modes: &[AuthorizationMode], webhooks: &[crate::auth_webhooks::authorizer::WebhookSettings], client: &kapi_webhook::Client) -> Result<Authorizers, StartError> {
     if modes.is_empty() {
         return Err(StartError::Config("at least one --authorization-mode must be given".into()));
     }
@@ -739,6 +743,15 @@ fn authorizer(modes: &[AuthorizationMode]) -> Result<Authorizers, StartError> {
                     node = Some(kapi_auth::node::NodeAuthorizer::new().map_err(StartError::Config)?);
                 }
                 chain.extend(node.clone().map(|n| Box::new(n) as Box<dyn Authorizer>));
+            }
+            AuthorizationMode::Webhook(i) => {
+                let settings = webhooks.get(*i).cloned().ok_or_else(|| {
+                    StartError::Config("authorization-mode Webhook's authorization config file not passed (--authorization-webhook-config-file)".into())
+                })?;
+                let name = settings.name.clone();
+                let webhook = crate::auth_webhooks::authorizer::WebhookAuthorizer::new(client.clone(), settings)
+                    .map_err(|e| StartError::Config(format!("authorizer {name}: {e}")))?;
+                chain.push(Box::new(webhook));
             }
         }
     }

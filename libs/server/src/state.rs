@@ -62,6 +62,9 @@ pub enum AuthorizationMode {
     Rbac,
     /// `Node`: kubelets' access to the objects of their pods (kapi_auth::node).
     Node,
+    /// `Webhook`: the SubjectAccessReview webhook of index `n` in the server's webhook
+    /// authorizers (the legacy flags' one, or an AuthorizationConfiguration entry).
+    Webhook(usize),
 }
 
 impl std::str::FromStr for AuthorizationMode {
@@ -73,7 +76,8 @@ impl std::str::FromStr for AuthorizationMode {
             "AlwaysDeny" => Ok(Self::AlwaysDeny),
             "RBAC" => Ok(Self::Rbac),
             "Node" => Ok(Self::Node),
-            "ABAC" | "Webhook" => Err(format!("authorization mode {s:?} is not supported by kapi")),
+            "Webhook" => Ok(Self::Webhook(0)),
+            "ABAC" => Err(format!("authorization mode {s:?} is not supported by kapi")),
             other => Err(format!("unknown authorization mode {other:?}")),
         }
     }

@@ -131,10 +131,26 @@ struct Cli {
     /// priority level, which share the sum of both in-flight limits (instead of the two limits).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     enable_priority_and_fairness: bool,
-    /// Ordered list of authorization modes (comma-separated): RBAC, AlwaysAllow, AlwaysDeny.
-    /// Members of system:masters are always allowed.
-    #[arg(long, default_value = "RBAC", value_delimiter = ',')]
-    authorization_mode: Vec<kapi_server::AuthorizationMode>,
+    /// Ordered list of authorization modes (comma-separated): RBAC, Node, Webhook, AlwaysAllow,
+    /// AlwaysDeny (default RBAC). Members of system:masters are always allowed.
+    #[arg(long, value_delimiter = ',')]
+    authorization_mode: Option<Vec<kapi_server::AuthorizationMode>>,
+    /// An AuthorizationConfiguration file: the ordered authorizers, webhooks with their
+    /// timeouts, TTLs, failure policies and match conditions (instead of --authorization-mode).
+    #[arg(long)]
+    authorization_config: Option<PathBuf>,
+    /// A kubeconfig naming the SubjectAccessReview webhook of --authorization-mode=Webhook.
+    #[arg(long)]
+    authorization_webhook_config_file: Option<PathBuf>,
+    /// The SubjectAccessReview version sent to the webhook: v1 or v1beta1.
+    #[arg(long, default_value = "v1beta1")]
+    authorization_webhook_version: String,
+    /// How long the webhook's allowed answers are cached.
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
+    authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long the webhook's other answers are cached.
+    #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
+    authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Requests without credentials run as system:anonymous (group system:unauthenticated);
     /// with false they are answered 401.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -361,6 +377,23 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
+    let legacy_webhook = kapi_server::auth_webhooks::authorization_config::LegacyWebhookFlags {
+        config_file: cli.authorization_webhook_config_file.as_deref(),
+        version: &cli.authorization_webhook_version,
+        authorized_ttl: cli.authorization_webhook_cache_authorized_ttl,
+        unauthorized_ttl: cli.authorization_webhook_cache_unauthorized_ttl,
+    };
+    let (authorization_modes, authorization_webhooks) = match kapi_server::auth_webhooks::authorization_config::chain_from_flags(
+        cli.authorization_mode.clone(),
+        cli.authorization_config.as_deref(),
+        &legacy_webhook,
+    ) {
+        Ok(chain) => chain,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
     let token_webhook = match &cli.authentication_token_webhook_config_file {
         None => None,
         Some(path) => match kapi_server::auth_webhooks::token::TokenWebhookOptions::from_flags(
@@ -442,7 +475,8 @@ fn main() -> ExitCode {
         max_requests_inflight: cli.max_requests_inflight,
         max_mutating_requests_inflight: cli.max_mutating_requests_inflight,
         enable_priority_and_fairness: cli.enable_priority_and_fairness,
-        authorization_modes: cli.authorization_mode,
+        authorization_modes,
+        authorization_webhooks,
         anonymous_auth: cli.anonymous_auth,
         token_auth_file: cli.token_auth_file,
         service_account_issuers: cli.service_account_issuer,

@@ -180,6 +180,37 @@ pub struct ExpressionCompiler {
     object: Option<Decl>,
     /// `params` typed by a schema, else dyn.
     params: Option<Decl>,
+    /// `request` of another shape than admission's AdmissionRequest (authorization webhooks'
+    /// SubjectAccessReviewSpec).
+    request: Option<Decl>,
+}
+
+/// kube's SubjectAccessReviewSpec type, `request` of authorization webhooks' match conditions.
+fn subject_access_review_spec_type() -> Decl {
+    let s = || Decl::new(Ty::String, MAX_REQUEST_SIZE_BYTES);
+    let object = |fields: &[(&str, Decl)]| {
+        Decl::new(Ty::Object(fields.iter().map(|(k, d)| (k.to_string(), d.clone())).collect()), fields.len() as u64)
+    };
+    let strings = || Decl::new(Ty::List(Box::new(s())), MAX_REQUEST_SIZE_BYTES);
+    let resource = object(&[
+        ("namespace", s()),
+        ("verb", s()),
+        ("group", s()),
+        ("version", s()),
+        ("resource", s()),
+        ("subresource", s()),
+        ("name", s()),
+        ("fieldSelector", Decl::dyn_()),
+        ("labelSelector", Decl::dyn_()),
+    ]);
+    object(&[
+        ("resourceAttributes", resource),
+        ("nonResourceAttributes", object(&[("path", s()), ("verb", s())])),
+        ("user", s()),
+        ("groups", strings()),
+        ("extra", Decl::new(Ty::Map(Box::new(strings())), MAX_REQUEST_SIZE_BYTES)),
+        ("uid", s()),
+    ])
 }
 
 /// kube's `BuildRequestType`.
@@ -324,6 +355,12 @@ impl ExpressionCompiler {
         Self::default()
     }
 
+    /// The compiler of authorization webhooks' match conditions: `request` is a
+    /// SubjectAccessReviewSpec (v1).
+    pub fn subject_access_review() -> Self {
+        ExpressionCompiler { request: Some(subject_access_review_spec_type()), ..Self::default() }
+    }
+
     /// A compiler whose `object`/`oldObject` and `params` have the types of OpenAPI v3 schemas
     /// (structural, references resolved), for kube's policy type checking, which reports
     /// fields a kind does not have; a schema that cannot be read leaves the variable dyn.
@@ -332,7 +369,7 @@ impl ExpressionCompiler {
             let schema = crate::schema::Schema::parse(s?).ok()?;
             super::types::decl_of(&schema, true)
         };
-        ExpressionCompiler { variables: Vec::new(), object: decl(object), params: decl(params) }
+        ExpressionCompiler { variables: Vec::new(), object: decl(object), params: decl(params), request: None }
     }
 
     /// Compiles `spec.variables[i]` and keeps it for the expressions compiled after it
@@ -354,7 +391,7 @@ impl ExpressionCompiler {
         let mut vars = vec![
             ("object".to_string(), object.clone()),
             ("oldObject".to_string(), object),
-            ("request".to_string(), request_type()),
+            ("request".to_string(), self.request.clone().unwrap_or_else(request_type)),
             ("namespaceObject".to_string(), namespace_type()),
         ];
         if decls.params {

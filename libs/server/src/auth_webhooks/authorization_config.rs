@@ -157,9 +157,13 @@ fn webhook_settings(name: &str, w: &Value, path: &str) -> Result<WebhookSettings
             other => errors.push(format!("{path}.matchConditionSubjectAccessReviewVersion: Unsupported value: {other:?}: supported values: \"v1\"")),
         }
     }
+    let compiler = kapi_apiextensions::cel::ExpressionCompiler::subject_access_review();
+    let decls = kapi_apiextensions::cel::Declarations { params: false, authorizer: false };
     for (i, c) in conditions.iter().enumerate() {
         if c.is_empty() {
             errors.push(format!("{path}.matchConditions[{i}].expression: Required value"));
+        } else if let Err(e) = compiler.compile(c, kapi_apiextensions::cel::ReturnType::Bool, decls) {
+            errors.push(format!("{path}.matchConditions[{i}].expression: Invalid value: {c:?}: {}", e.detail));
         }
     }
     let failure_policy = match str_at(w, "failurePolicy") {
@@ -250,4 +254,75 @@ mod tests {
         let ok = json!({"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthorizationConfiguration", "authorizers": [{"type": "Node", "name": "node"}, {"type": "RBAC", "name": "rbac"}]});
         assert!(matches!(parse(&ok).unwrap().as_slice(), [ConfiguredAuthorizer::Node, ConfiguredAuthorizer::Rbac]));
     }
+}
+
+/// The legacy `--authorization-webhook-*` flags.
+#[derive(Debug, Clone)]
+pub struct LegacyWebhookFlags<'a> {
+    /// `--authorization-webhook-config-file`.
+    pub config_file: Option<&'a Path>,
+    /// `--authorization-webhook-version` (kube's default v1beta1).
+    pub version: &'a str,
+    /// `--authorization-webhook-cache-authorized-ttl` (5m).
+    pub authorized_ttl: Duration,
+    /// `--authorization-webhook-cache-unauthorized-ttl` (30s).
+    pub unauthorized_ttl: Duration,
+}
+
+/// The authorizer chain from the flags: `--authorization-config`, or `--authorization-mode`
+/// (RBAC when neither is given) with the legacy webhook flags; the modes in order, and the
+/// webhooks their `Webhook(n)` entries name.
+pub fn chain_from_flags(
+    modes: Option<Vec<crate::AuthorizationMode>>,
+    config_file: Option<&Path>,
+    legacy: &LegacyWebhookFlags<'_>,
+) -> Result<(Vec<crate::AuthorizationMode>, Vec<WebhookSettings>), String> {
+    use crate::AuthorizationMode as Mode;
+    if let Some(file) = config_file {
+        if modes.is_some() || legacy.config_file.is_some() {
+            return Err(
+                "--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are specified".into()
+            );
+        }
+        let mut chain = Vec::new();
+        let mut webhooks = Vec::new();
+        for entry in load(file).map_err(|e| format!("--authorization-config: {e}"))? {
+            chain.push(match entry {
+                ConfiguredAuthorizer::Webhook(settings) => {
+                    webhooks.push(*settings);
+                    Mode::Webhook(webhooks.len() - 1)
+                }
+                ConfiguredAuthorizer::Node => Mode::Node,
+                ConfiguredAuthorizer::Rbac => Mode::Rbac,
+                ConfiguredAuthorizer::AlwaysAllow => Mode::AlwaysAllow,
+                ConfiguredAuthorizer::AlwaysDeny => Mode::AlwaysDeny,
+            });
+        }
+        return Ok((chain, webhooks));
+    }
+    let modes = modes.unwrap_or_else(|| vec![Mode::Rbac]);
+    let mut webhooks = Vec::new();
+    if modes.iter().any(|m| matches!(m, Mode::Webhook(_))) {
+        let file =
+            legacy.config_file.ok_or("authorization-mode Webhook's authorization config file not passed (--authorization-webhook-config-file)")?;
+        if !matches!(legacy.version, "v1" | "v1beta1") {
+            return Err(format!(
+                "--authorization-webhook-version: unsupported version {:?}, supported versions are \"v1\", \"v1beta1\"",
+                legacy.version
+            ));
+        }
+        let config = kapi_webhook::ClientConfig::from_kubeconfig(file).map_err(|e| format!("--authorization-webhook-config-file: {e}"))?;
+        webhooks.push(WebhookSettings {
+            name: "webhook".into(),
+            config,
+            version: legacy.version.to_owned(),
+            timeout: Duration::from_secs(30),
+            authorized_ttl: legacy.authorized_ttl,
+            unauthorized_ttl: legacy.unauthorized_ttl,
+            // The legacy webhook has no opinion when it cannot be asked, as kube's.
+            failure_policy: FailurePolicy::NoOpinion,
+            match_conditions: Vec::new(),
+        });
+    }
+    Ok((modes, webhooks))
 }

@@ -60,13 +60,13 @@ impl WebhookAuthorizer {
     /// The authorizer calling `settings.config` through `client`; conditions that do not
     /// compile are refused here (kube refuses the configuration).
     pub fn new(client: Client, settings: WebhookSettings) -> Result<Self, String> {
-        let compiler = ExpressionCompiler::new();
+        let compiler = ExpressionCompiler::subject_access_review();
         let decls = Declarations { params: false, authorizer: false };
         let mut conditions = Vec::new();
         for (i, expression) in settings.match_conditions.iter().enumerate() {
             match compiler.compile(expression, ReturnType::Bool, decls) {
                 Ok(compiled) => conditions.push(compiled),
-                Err(e) => return Err(format!("matchConditions[{i}].expression: Invalid value: {expression:?}: compilation failed: {}", e.detail)),
+                Err(e) => return Err(format!("matchConditions[{i}].expression: Invalid value: {expression:?}: {}", e.detail)),
             }
         }
         Ok(WebhookAuthorizer { client, settings, conditions, cache: TtlCache::default() })
