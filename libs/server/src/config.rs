@@ -77,7 +77,7 @@ pub struct Options {
     /// without renewal (kube's fixed 15 s; a flag so tests need not wait that long).
     pub endpoint_lease_duration: Duration,
     /// `--http2-max-streams-per-connection`: concurrent streams per HTTP/2 connection; 0 means
-    /// kube's 250.
+    /// kube's 100.
     pub http2_max_streams_per_connection: u32,
     /// How long a connection may go without a request in progress (HTTP/1.1: waiting for a
     /// request's head): kube's idle time (90 s); a hidden flag so tests need not wait that long.

@@ -147,8 +147,9 @@ pub struct ServeConfig {
     pub http2_max_streams: u32,
 }
 
-/// kube's streams per HTTP/2 connection when `--http2-max-streams-per-connection` is 0.
-pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 250;
+/// kube's streams per HTTP/2 connection when `--http2-max-streams-per-connection` is 0: 100
+/// since its rapid-reset fix (250 before), the Go HTTP/2 client's own default.
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
 
 /// The HTTP/1.1 and HTTP/2 connection settings. hyper runs one HTTP/1.1 timer from the end of
 /// an answer to the end of the next request's head, so `connection_idle_timeout` is both kube's

@@ -108,7 +108,7 @@ struct Cli {
     /// How long a replica's lease keeps it in the kubernetes endpoints without renewal.
     #[arg(long, default_value = "15s", value_parser = parse_go_duration, hide = true)]
     endpoint_lease_duration: Duration,
-    /// The most concurrent streams a client may open on one HTTP/2 connection (0: 250, as kube).
+    /// The most concurrent streams a client may open on one HTTP/2 connection (0: 100, as kube).
     #[arg(long, default_value_t = 0)]
     http2_max_streams_per_connection: u32,
     /// How long a connection may go without a request in progress before it is closed (kube's

@@ -118,6 +118,17 @@ pub fn tls_client_config(ca: &Path, cert: &Path, key: &Path) -> rustls::ClientCo
     rustls::ClientConfig::builder().with_root_certificates(roots).with_client_auth_cert(chain, key).expect("client TLS config")
 }
 
+/// A TLS client trusting `ca`, presenting no certificate.
+pub fn tls_client_config_without_cert(ca: &Path) -> rustls::ClientConfig {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(ca).unwrap_or_else(|e| panic!("reading {}: {e}", ca.display()));
+    for c in rustls_pemfile::certs(&mut pem.as_slice()) {
+        roots.add(c.expect("CA certificate")).expect("CA certificate");
+    }
+    rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()
+}
+
 type Sender = http1::SendRequest<Full<Bytes>>;
 
 async fn connect(target: &Target) -> Result<Sender, String> {

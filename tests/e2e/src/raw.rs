@@ -76,8 +76,18 @@ pub struct Http2Get {
 /// One GET of `path` as `cert` over a connection negotiated with ALPN `h2`, then the
 /// connection is kept, unused, until the server closes it.
 pub fn http2_get(port: u16, ca: &Path, cert: &Path, key: &Path, path: &str) -> Http2Get {
-    let mut config = tls_client_config(ca, cert, key);
+    http2_get_as(port, tls_client_config(ca, cert, key), None, path)
+}
+
+/// [`http2_get`] without a client certificate, with `Authorization: Bearer <token>` when given
+/// (an anonymous or token client).
+pub fn http2_get_without_cert(port: u16, ca: &Path, token: Option<&str>, path: &str) -> Http2Get {
+    http2_get_as(port, crate::load::tls_client_config_without_cert(ca), token, path)
+}
+
+fn http2_get_as(port: u16, mut config: rustls::ClientConfig, token: Option<&str>, path: &str) -> Http2Get {
     config.alpn_protocols = vec![b"h2".to_vec()];
+    let token = token.map(str::to_owned);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async move {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
@@ -85,33 +95,52 @@ pub fn http2_get(port: u16, ca: &Path, cert: &Path, key: &Path, path: &str) -> H
         let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS");
         // `client` stays alive to the end: dropping it would make this side close the connection.
         let (mut client, mut conn) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
-        let request = http::Request::get(format!("https://localhost:{port}{path}")).body(()).expect("request");
+        let mut request = http::Request::get(format!("https://localhost:{port}{path}"));
+        if let Some(token) = &token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let request = request.body(()).expect("request");
         let started = Instant::now();
         let (answer, _) = client.send_request(request, true).expect("send");
+        tokio::pin!(answer);
+        // The connection may end right behind the answer (an unauthenticated client's GOAWAY):
+        // the answer is read all the same.
+        let mut ended_early = None;
         let answer = tokio::select! {
-            answer = answer => answer.expect("answer"),
-            ended = &mut conn => panic!("the connection ended before the answer: {ended:?}"),
+            answer = &mut answer => answer.expect("answer"),
+            _ = &mut conn => {
+                ended_early = Some(Instant::now());
+                answer.await.expect("answer")
+            }
         };
-        let status = answer.status().as_u16();
         let max_streams = conn.max_concurrent_send_streams();
+        let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<Instant>();
+        match ended_early {
+            Some(at) => {
+                let _ = ended_tx.send(at);
+            }
+            None => {
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                    let _ = ended_tx.send(Instant::now());
+                });
+            }
+        }
+        let status = answer.status().as_u16();
         let mut body = answer.into_body();
         let mut bytes = Vec::new();
-        loop {
-            tokio::select! {
-                chunk = body.data() => match chunk {
-                    Some(Ok(chunk)) => {
-                        let _ = body.flow_control().release_capacity(chunk.len());
-                        bytes.extend_from_slice(&chunk);
-                    }
-                    Some(Err(e)) => panic!("the answer broke off: {e}"),
-                    None => break,
-                },
-                ended = &mut conn => panic!("the connection ended during the answer: {ended:?}"),
-            }
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap_or_else(|e| panic!("the answer broke off: {e}"));
+            let _ = body.flow_control().release_capacity(chunk.len());
+            bytes.extend_from_slice(&chunk);
         }
         let took = started.elapsed();
         let ended_at = Instant::now();
-        let closed_after = tokio::time::timeout(Duration::from_secs(30), &mut conn).await.ok().map(|_| ended_at.elapsed());
+        let closed_after = tokio::time::timeout(Duration::from_secs(30), ended_rx)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|closed| closed.saturating_duration_since(ended_at));
         drop(client);
         Http2Get { status, body: String::from_utf8_lossy(&bytes).into_owned(), took, max_streams, closed_after }
     })

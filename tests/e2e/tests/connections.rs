@@ -2,7 +2,7 @@
 //! request's head (idle after an answer, or a client trickling its headers) is closed after the
 //! keep-alive idle time, and so is an HTTP/2 connection without a request in progress, while a
 //! long answer such as a watch is not cut; HTTP/2 clients are told the stream limit
-//! (`--http2-max-streams-per-connection`, 250 by default as kube's).
+//! (`--http2-max-streams-per-connection`, 100 by default as kube's).
 
 use std::time::Duration;
 
@@ -68,4 +68,13 @@ fn idle_and_stalled_connections_close_watches_run_on_and_http2_streams_are_bound
     assert!(watch.took >= Duration::from_millis(3900), "the watch ended early: {watch:?}");
     let closed = watch.closed_after.expect("the HTTP/2 connection stayed open after the watch");
     assert!(closed >= IDLE - Duration::from_millis(100), "closed {closed:?} after the watch, before the idle time");
+
+    // kube's rapid-reset mitigation: an anonymous client, or one refused 401, gets GOAWAY right
+    // after its answer, so it cannot hold an HTTP/2 connection to multiplex on.
+    for (token, status) in [(None, 200), (Some("not-a-token"), 401)] {
+        let get = kapi_e2e::raw::http2_get_without_cert(kapi.port(), &ca, token, "/version");
+        assert_eq!(get.status, status, "{get:?}");
+        let closed = get.closed_after.expect("the unauthenticated HTTP/2 connection stayed open");
+        assert!(closed < Duration::from_secs(1), "closed {closed:?} after the answer");
+    }
 }
