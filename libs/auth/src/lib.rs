@@ -8,6 +8,7 @@
 
 pub mod authn;
 pub mod authz;
+pub mod jwt;
 pub mod node;
 pub mod rbac;
 pub mod request_header;

@@ -178,7 +178,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for AudienceAgnostic<T> {
     }
 }
 
-impl<T: TokenAuthenticator> TokenAuthenticator for AudienceAgnostic<T> {
+impl<T: TokenAuthenticator + Sync> TokenAuthenticator for AudienceAgnostic<T> {
     fn authenticate_token(&self, token: &str, audiences: &[String]) -> TokenOutcome {
         if audiences.is_empty() {
             return self.inner.authenticate_token(token, audiences);
@@ -197,6 +197,26 @@ impl<T: TokenAuthenticator> TokenAuthenticator for AudienceAgnostic<T> {
             TokenOutcome::Authenticated { user, .. } => TokenOutcome::Authenticated { user, audiences: accepted },
             other => other,
         }
+    }
+
+    fn authenticate_token_async<'a>(&'a self, token: &'a str, audiences: &'a [String]) -> crate::authn::Pending<'a, TokenOutcome> {
+        Box::pin(async move {
+            if audiences.is_empty() {
+                return self.inner.authenticate_token_async(token, audiences).await;
+            }
+            let accepted = intersect_audiences(&self.implicit, audiences);
+            if accepted.is_empty() {
+                return TokenOutcome::NotApplicable;
+            }
+            match self.inner.authenticate_token_async(token, &[]).await {
+                TokenOutcome::Authenticated { audiences: inner, .. } if !inner.is_empty() => TokenOutcome::Rejected(format!(
+                    "audience agnostic authenticator wrapped an authenticator that returned audiences: {}",
+                    go_quoted_list(&inner)
+                )),
+                TokenOutcome::Authenticated { user, .. } => TokenOutcome::Authenticated { user, audiences: accepted },
+                other => other,
+            }
+        })
     }
 }
 

@@ -60,6 +60,10 @@ pub struct Input<'a> {
     pub namespace_object: Option<&'a Value>,
     /// The authorizer, where expressions may check with it.
     pub authorizer: Option<AuthorizerInput>,
+    /// A JWT's claims (AuthenticationConfiguration's claim rules and mappings).
+    pub claims: Option<&'a Value>,
+    /// kube's authentication.k8s.io UserInfo (AuthenticationConfiguration's user rules).
+    pub user: Option<&'a Value>,
 }
 
 /// The converted values of one [`Input`], shared by every expression evaluated on it.
@@ -144,6 +148,8 @@ impl Activation {
         bind("oldObject", &|| json(input.old_object));
         bind("params", &|| json(input.params));
         bind("request", &|| json(input.request));
+        bind("claims", &|| json(input.claims));
+        bind("user", &|| json(input.user));
         bind("namespaceObject", &|| {
             let v = input.namespace_object.map_or(CelValue::Null, |n| typed(namespace_decl(), n));
             Box::<dyn Val>::try_from(v).unwrap_or_else(|_| Box::new(CelNull))

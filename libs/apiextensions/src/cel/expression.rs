@@ -73,13 +73,14 @@ impl CompileError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Reads(u8);
 
-/// The names an activation binds, in [`Reads`]'s bit order.
-pub(crate) const ACTIVATION_NAMES: [&str; 6] =
-    ["object", "oldObject", "params", "request", "namespaceObject", "authorizer"];
+/// The names an activation binds, in [`Reads`]'s bit order (`claims` and `user` are the
+/// authentication expressions' of an AuthenticationConfiguration).
+pub(crate) const ACTIVATION_NAMES: [&str; 8] =
+    ["object", "oldObject", "params", "request", "namespaceObject", "authorizer", "claims", "user"];
 
 impl Reads {
     /// Every value (what an activation built without knowing its expressions converts).
-    pub const ALL: Reads = Reads(0b11_1111);
+    pub const ALL: Reads = Reads(0b1111_1111);
 
     /// Whether `name` (one of the activation's names; `authorizer.requestResource` counts as
     /// `authorizer`) is read.
@@ -117,6 +118,8 @@ pub struct Expression {
     pub(crate) checked: Arc<IdedExpr>,
     /// Whether it builds mutation types (their functions are added when it runs).
     pub(crate) mutation: bool,
+    /// The field selections `<ident>.<field>` (and `has(<ident>.<field>)`) it makes.
+    selects: Arc<BTreeSet<(String, String)>>,
     pub(crate) output: Ty,
     /// Field names the expression selects, the only ones cost estimates need.
     pub(crate) names: Arc<BTreeSet<String>>,
@@ -142,6 +145,13 @@ impl Expression {
     /// The result type as cel-go names it (`bool`, `string`, `dyn`, `list(int)`).
     pub fn output_type(&self) -> String {
         self.output.name()
+    }
+
+    /// Whether the expression selects `field` of the variable `ident` (`claims.email`,
+    /// `has(claims.email)`), as kube's AuthenticationConfiguration validation looks for
+    /// `claims.email` and `claims.email_verified`.
+    pub fn selects(&self, ident: &str, field: &str) -> bool {
+        self.selects.contains(&(ident.to_owned(), field.to_owned()))
     }
 
     /// The request's values it reads itself; a policy's are the union over its expressions and
@@ -183,6 +193,9 @@ pub struct ExpressionCompiler {
     /// `request` of another shape than admission's AdmissionRequest (authorization webhooks'
     /// SubjectAccessReviewSpec).
     request: Option<Decl>,
+    /// The only variables declared, instead of admission's (AuthenticationConfiguration's
+    /// `claims` or `user`).
+    only: Option<Vec<(String, Decl)>>,
 }
 
 /// kube's SubjectAccessReviewSpec type, `request` of authorization webhooks' match conditions.
@@ -325,6 +338,20 @@ fn join_request_resource(e: &mut IdedExpr) {
     }
 }
 
+/// The `<ident>.<field>` selections of `e`.
+fn selections(e: &IdedExpr) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    super::compile::find(e, &mut |x| {
+        if let Expr::Select(s) = &x.expr {
+            if let Expr::Ident(n) = &s.operand.expr {
+                out.insert((n.clone(), s.field.clone()));
+            }
+        }
+        false
+    });
+    out
+}
+
 /// The policy variables `e` reads (`variables.<name>`).
 fn variables_read(e: &IdedExpr) -> Vec<String> {
     let mut out = Vec::new();
@@ -361,6 +388,28 @@ impl ExpressionCompiler {
         ExpressionCompiler { request: Some(subject_access_review_spec_type()), ..Self::default() }
     }
 
+    /// The compiler of AuthenticationConfiguration's claim validation rules and claim
+    /// mappings: `claims` (a `map(string, dyn)`) is the only variable.
+    pub fn claims() -> Self {
+        let claims = Decl::new(Ty::Map(Box::new(Decl::dyn_())), MAX_REQUEST_SIZE_BYTES);
+        ExpressionCompiler { only: Some(vec![("claims".into(), claims)]), ..Self::default() }
+    }
+
+    /// The compiler of AuthenticationConfiguration's user validation rules: `user` (kube's
+    /// `kubernetes.UserInfo`: username, uid, groups, extra) is the only variable.
+    pub fn user_info() -> Self {
+        let s = || Decl::new(Ty::String, MAX_REQUEST_SIZE_BYTES);
+        let strings = || Decl::new(Ty::List(Box::new(s())), MAX_REQUEST_SIZE_BYTES);
+        let fields = [
+            ("username", s()),
+            ("uid", s()),
+            ("groups", strings()),
+            ("extra", Decl::new(Ty::Map(Box::new(strings())), MAX_REQUEST_SIZE_BYTES)),
+        ];
+        let user = Decl::new(Ty::Object(fields.iter().map(|(k, d)| (k.to_string(), d.clone())).collect()), 4);
+        ExpressionCompiler { only: Some(vec![("user".into(), user)]), ..Self::default() }
+    }
+
     /// A compiler whose `object`/`oldObject` and `params` have the types of OpenAPI v3 schemas
     /// (structural, references resolved), for kube's policy type checking, which reports
     /// fields a kind does not have; a schema that cannot be read leaves the variable dyn.
@@ -369,7 +418,7 @@ impl ExpressionCompiler {
             let schema = crate::schema::Schema::parse(s?).ok()?;
             super::types::decl_of(&schema, true)
         };
-        ExpressionCompiler { variables: Vec::new(), object: decl(object), params: decl(params), request: None }
+        ExpressionCompiler { variables: Vec::new(), object: decl(object), params: decl(params), request: None, only: None }
     }
 
     /// Compiles `spec.variables[i]` and keeps it for the expressions compiled after it
@@ -387,6 +436,9 @@ impl ExpressionCompiler {
     }
 
     pub(crate) fn declarations(&self, decls: Declarations) -> Vec<(String, Decl)> {
+        if let Some(only) = &self.only {
+            return only.clone();
+        }
         let object = self.object.clone().unwrap_or_else(Decl::dyn_);
         let mut vars = vec![
             ("object".to_string(), object.clone()),
@@ -462,6 +514,7 @@ impl ExpressionCompiler {
         Ok(Expression {
             source: expression.to_string(),
             names: Arc::new(field_names(&checked)),
+            selects: Arc::new(selections(&checked)),
             variables: variables_read(&checked),
             reads: Reads::of(&checked),
             checked: Arc::new(checked),

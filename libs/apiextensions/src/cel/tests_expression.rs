@@ -284,3 +284,32 @@ fn mutation_expressions_build_patches_and_apply_configurations() {
     );
     assert_eq!(empty.unwrap().json_patches().unwrap(), Vec::<Value>::new());
 }
+
+#[test]
+fn authentication_claims_and_user() {
+    let none = Declarations::default();
+    let claims = ExpressionCompiler::claims();
+    // only `claims` is declared, as in kube's authentication environment
+    let err = claims.compile("object.spec", ReturnType::Any, none).unwrap_err().detail;
+    assert!(err.contains("undeclared reference to 'object'"), "{err}");
+    let token = json!({"sub": "jane", "email": "j@example.com", "groups": ["dev", "ops"]});
+    let input = Input { claims: Some(&token), ..Input::default() };
+    let expr = claims.compile("'oidc:' + claims.sub", ReturnType::Any, none).unwrap();
+    assert!(!expr.selects("claims", "email"));
+    let mut ev = Evaluator::new(Arc::new(Activation::new(&input)), claims.variables(), RUNTIME_CEL_COST_BUDGET);
+    assert_eq!(ev.evaluate(&expr).unwrap().as_str(), Some("oidc:jane"));
+    let expr = claims.compile("has(claims.email) ? claims.groups.map(g, 'x:' + g) : []", ReturnType::Any, none).unwrap();
+    assert!(expr.selects("claims", "email"));
+    assert_eq!(ev.evaluate(&expr).unwrap().to_json(), Some(json!(["x:dev", "x:ops"])));
+
+    let users = ExpressionCompiler::user_info();
+    let err = users.compile("claims.sub == ''", ReturnType::Bool, none).unwrap_err().detail;
+    assert!(err.contains("undeclared reference to 'claims'"), "{err}");
+    let err = users.compile("user.nope", ReturnType::Any, none).unwrap_err().detail;
+    assert!(err.contains("undefined field 'nope'"), "{err}");
+    let user = json!({"username": "system:jane", "uid": "", "groups": ["dev"], "extra": {}});
+    let input = Input { user: Some(&user), ..Input::default() };
+    let expr = users.compile("!user.username.startsWith('system:')", ReturnType::Bool, none).unwrap();
+    let mut ev = Evaluator::new(Arc::new(Activation::new(&input)), users.variables(), RUNTIME_CEL_COST_BUDGET);
+    assert_eq!(ev.evaluate(&expr).unwrap().as_bool(), Some(false));
+}
