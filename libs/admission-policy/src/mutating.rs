@@ -220,6 +220,8 @@ impl MutatingAdmissionPolicy {
                 request: request.as_ref(),
                 namespace_object: None,
                 authorizer: authorizer.clone(),
+                claims: None,
+                user: None,
             };
             if !c.match_conditions.is_empty() {
                 let activation =

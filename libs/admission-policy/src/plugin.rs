@@ -214,6 +214,8 @@ impl ValidatingAdmissionPolicy {
                     request: request.as_ref(),
                     namespace_object: namespace_object.as_ref(),
                     authorizer: scope.authorizer.cloned(),
+                    claims: None,
+                    user: None,
                 };
                 let activation = Arc::new(Activation::with_reads(&input, reads));
                 let without_namespace =
