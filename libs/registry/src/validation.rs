@@ -14,6 +14,7 @@ mod mutating_policy;
 mod pod;
 mod rbac;
 mod service;
+mod service_cidr;
 mod workloads;
 
 use kapi_apimachinery::validation::{
@@ -72,6 +73,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         ("policy", "PodDisruptionBudget") => cluster::validate_pdb(obj),
         ("networking.k8s.io", "NetworkPolicy") => cluster::validate_network_policy(obj),
         ("networking.k8s.io", "IngressClass") => cluster::validate_ingress_class(obj),
+        ("networking.k8s.io", "ServiceCIDR") => service_cidr::validate_service_cidr(obj),
         ("node.k8s.io", "RuntimeClass") => cluster::validate_runtime_class(obj),
         ("scheduling.k8s.io", "PriorityClass") => cluster::validate_priority_class(obj),
         _ => Vec::new(),
@@ -91,6 +93,7 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         ("", "PersistentVolumeClaim") => validate_pvc_update(new, old),
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => immutable(new, old, "/spec/selector", "spec.selector"),
         ("apps", "StatefulSet") => workloads::validate_stateful_set_update(new, old),
+        ("networking.k8s.io", "ServiceCIDR") => service_cidr::validate_service_cidr_update(new, old),
         ("batch", "Job") => workloads::validate_job_update(new, old),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             if new.get("roleRef") != old.get("roleRef") {

@@ -6,7 +6,7 @@ use kapi_apimachinery::ApiError;
 use kapi_registry::catalog;
 use kapi_registry::rest::{RestStore, WriteHooks};
 use kapi_registry::service_alloc::ServiceNetwork;
-use kapi_registry::strategy::CatalogStrategy;
+use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
 use serde_json::json;
 
 /// How often the `kubernetes` Service is checked and recreated if deleted (kube's
@@ -55,21 +55,7 @@ pub async fn system_namespaces(rest: &RestStore) -> Result<(), ApiError> {
 /// replicas at once.
 pub async fn kubernetes_service(rest: &RestStore, secure_port: u16, network: &ServiceNetwork) -> Result<(), ApiError> {
     ensure(rest, "", "namespaces", None, namespace("default")).await?;
-    let cidrs: Vec<String> = network.cluster_ips.iter().map(ToString::to_string).collect();
-    let service_cidr = json!({
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "ServiceCIDR",
-        "metadata": {"name": "kubernetes"},
-        "spec": {"cidrs": cidrs},
-        "status": {"conditions": [{
-            "type": "Ready",
-            "status": "True",
-            "lastTransitionTime": kapi_apimachinery::time::now_rfc3339(),
-            "reason": "",
-            "message": "Kubernetes default Service CIDR is ready",
-        }]},
-    });
-    ensure(rest, "networking.k8s.io", "servicecidrs", None, service_cidr).await?;
+    default_service_cidr(rest, network).await?;
     let ip = network.kubernetes_service_ip().to_string();
     let svc = json!({
         "apiVersion": "v1",
@@ -98,4 +84,93 @@ pub async fn kubernetes_service(rest: &RestStore, secure_port: u16, network: &Se
         }
     }
     Err(ApiError::internal(format!("the kubernetes Service's address {ip} is held by another Service")))
+}
+
+/// kube's field manager of the default ServiceCIDR's writes.
+const DEFAULT_SERVICE_CIDR_MANAGER: &str = "kubernetes-service-cidr-controller";
+/// kube's message of the default ServiceCIDR's Ready condition.
+const DEFAULT_SERVICE_CIDR_READY: &str = "Kubernetes default Service CIDR is ready";
+/// kube reports a default ServiceCIDR that differs from the flags once per process.
+static REPORTED_MISMATCH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The default ServiceCIDR as kube-apiserver's default-servicecidr controller keeps it: created
+/// from the flags when missing (again if deleted), upgraded from single- to dual-stack when the
+/// flags add the other family to the same primary range, and marked Ready when it has no Ready
+/// condition yet and matches the flags. One being deleted is left to the servicecidrs
+/// controller; one that differs from the flags is reported, not changed.
+pub async fn default_service_cidr(rest: &RestStore, network: &ServiceNetwork) -> Result<(), ApiError> {
+    let spec = catalog::find("networking.k8s.io", "v1", "servicecidrs").ok_or_else(|| ApiError::internal("servicecidrs missing from catalog"))?;
+    let strategy = CatalogStrategy(spec);
+    let flags: Vec<String> = network.cluster_ips.iter().map(ToString::to_string).collect();
+    let name = kapi_registry::service_alloc::cidrs::DEFAULT_SERVICE_CIDR;
+    let track = |sub: &str| crate::field_manager::tracker(spec, crate::field_manager::writer(spec, DEFAULT_SERVICE_CIDR_MANAGER.into(), sub));
+    let current = match rest.get(&strategy, None, name).await {
+        Ok(current) => current,
+        Err(e) if e.code == 404 => {
+            tracing::info!(cidrs = ?flags, "creating the default ServiceCIDR");
+            let obj = json!({"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": name}, "spec": {"cidrs": flags}});
+            let tracker = track("");
+            match rest.create(&strategy, None, obj, false, WriteHooks::tracking(tracker.as_deref())).await {
+                Ok(created) => created,
+                Err(e) if e.code == 409 => rest.get(&strategy, None, name).await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    let cidrs: Vec<String> = current
+        .pointer("/spec/cidrs")
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|c| c.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    if flags.len() == 2 && cidrs.len() == 1 && cidrs[0] == flags[0] {
+        tracing::info!(from = ?cidrs, to = ?flags, "updating the default ServiceCIDR from single-stack to dual-stack");
+        let tracker = track("");
+        let hooks = WriteHooks::tracking(tracker.as_deref());
+        let result = rest
+            .update_with(&strategy, None, name, WriteTarget::Main, false, hooks, |stored| {
+                let mut obj = stored.clone();
+                obj["spec"]["cidrs"] = json!(flags);
+                Ok(obj)
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::warn!("the default ServiceCIDR can not be upgraded from {} to dual stack {flags:?}: {e}", flags[0]);
+        }
+        return Ok(());
+    }
+    if current.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        return Ok(());
+    }
+    if cidrs != flags {
+        if !REPORTED_MISMATCH.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(
+                "Inconsistent ServiceCIDR status for {name}, controller configuration: {flags:?}, ServiceCIDR configuration: {cidrs:?}. Configure the flags to match current ServiceCIDR or manually delete it."
+            );
+        }
+        return Ok(());
+    }
+    let ready = current
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .and_then(|c| c["status"].as_str().map(str::to_owned));
+    match ready.as_deref() {
+        Some("True") => Ok(()),
+        Some("False") => {
+            tracing::warn!("the default ServiceCIDR's Ready condition is False, but it matches the flags: check the cluster's network configuration");
+            Ok(())
+        }
+        _ => {
+            let tracker = track("status");
+            let hooks = WriteHooks::tracking(tracker.as_deref());
+            rest.update_with(&strategy, None, name, WriteTarget::Status, false, hooks, |stored| {
+                let mut obj = stored.clone();
+                crate::controllers::service_cidr::set_ready_condition(&mut obj, "True", "", DEFAULT_SERVICE_CIDR_READY);
+                Ok(obj)
+            })
+            .await
+            .map(|_| ())
+        }
+    }
 }

@@ -237,7 +237,10 @@ fn check(kapi: &Kapi, k: &Kind, namespaced: bool, docs: &mut HashMap<String, Val
 
 #[test]
 fn every_served_kind_answers_as_kubes_registry() {
-    let kapi = Kapi::start().expect("kapi starts");
+    // The registry alone, as kube-apiserver without a controller manager: the servicecidrs
+    // controller would give the ServiceCIDRs its finalizer (DELETE then answers the object
+    // pending deletion) and race the table's writes with its own.
+    let kapi = Kapi::start_with(&["--controllers", "*,-service-cidr-controller"]).expect("kapi starts");
     let ns = kapi.request(&Request::new("POST", "/api/v1/namespaces").json(&json!({"metadata": {"name": NS}})));
     assert_eq!(ns.status, 201, "{}", ns.raw);
     let table = kinds::kinds(NS, &crypto(&kapi));

@@ -75,7 +75,7 @@ fn addresses_and_ports_are_claimed_refused_and_released() {
     assert_eq!(outside.status, 422, "{}", outside.raw);
     assert!(
         outside.message().ends_with(
-            "failed to allocate IP 10.200.0.5: the provided IP (10.200.0.5) is not in the valid range. The range of valid IPs is 10.96.0.0/12"
+            "failed to allocate IP 10.200.0.5: the provided network does not match the current range"
         ),
         "{}",
         outside.message()

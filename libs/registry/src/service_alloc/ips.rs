@@ -68,12 +68,12 @@ impl IpAllocator {
         }
     }
 
-    /// Takes the address a user asked for, which must lie in `ranges` (the cluster's range of
-    /// its family first).
+    /// Takes the address a user asked for, which must lie in one of `ranges` (those of the
+    /// Ready ServiceCIDRs of its family), as kube's `MetaAllocator` finds no allocator for it
+    /// otherwise.
     pub(super) async fn allocate(&self, ranges: &[Cidr], ip: IpAddr, namespace: &str, name: &str, dry_run: bool) -> Result<(), AllocError> {
         if !ranges.iter().any(|r| r.index_of(ip).is_some()) {
-            let valid = ranges.iter().map(Cidr::to_string).collect::<Vec<_>>().join(",");
-            return Err(AllocError::IpNotInRange { ip, valid });
+            return Err(AllocError::MismatchedNetwork);
         }
         match self.claim(ip, namespace, name, dry_run).await? {
             true => Ok(()),

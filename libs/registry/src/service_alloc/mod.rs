@@ -5,6 +5,7 @@
 //! create-if-absent in the shared store, so allocations are unique across replicas; [`repair`]
 //! makes claims and Services agree again after a crash between the two writes.
 
+pub mod cidrs;
 mod families;
 mod ips;
 mod network;
@@ -33,8 +34,8 @@ use service::*;
 pub(crate) enum AllocError {
     #[error("provided IP is already allocated")]
     Allocated,
-    #[error("the provided IP ({ip}) is not in the valid range. The range of valid IPs is {valid}")]
-    IpNotInRange { ip: IpAddr, valid: String },
+    #[error("the provided network does not match the current range")]
+    MismatchedNetwork,
     #[error("provided port is not in the valid range. The range of valid ports is {0}")]
     PortNotInRange(String),
     #[error("range is full")]
@@ -84,6 +85,17 @@ impl ServiceAllocator {
         &self.inner.network
     }
 
+    /// The ranges `family` addresses come from now: the Ready ServiceCIDRs' in the watch
+    /// cache, the default one first.
+    fn ranges(&self, family: Family) -> Vec<Cidr> {
+        cidrs::allocation_ranges(cidrs::cached_service_cidrs(&self.inner.ips.rest), &self.inner.network, family)
+    }
+
+    /// Whether `ip` lies in any ServiceCIDR (the repair pass's range).
+    pub(crate) fn in_service_cidrs(&self, ip: IpAddr) -> bool {
+        cidrs::in_any(cidrs::cached_service_cidrs(&self.inner.ips.rest), &self.inner.network, ip)
+    }
+
     async fn release(&self, claims: &[Claim], namespace: &str, name: &str) {
         for claim in claims {
             let result = match *claim {
@@ -107,8 +119,10 @@ impl ServiceAllocator {
         let fams = families(svc);
         for (i, fam) in fams.iter().enumerate() {
             let Some(family) = Family::parse(fam) else { continue };
-            let Some(range) = self.inner.network.range(family) else { continue };
-            let ranges = [*range];
+            if self.inner.network.range(family).is_none() {
+                continue;
+            }
+            let ranges = self.ranges(family);
             match ips.get(i).map(String::as_str).filter(|ip| !ip.is_empty()) {
                 Some(text) => {
                     let Ok(ip) = text.parse::<IpAddr>() else { continue };

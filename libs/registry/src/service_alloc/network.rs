@@ -78,6 +78,31 @@ impl Cidr {
         Family::of(self.network)
     }
 
+    /// The prefix length.
+    pub fn prefix_len(&self) -> u8 {
+        self.prefix
+    }
+
+    /// Whether `ip` lies in the block at all (network and broadcast addresses included).
+    fn covers(&self, ip: IpAddr) -> bool {
+        match (self.network, ip) {
+            (IpAddr::V4(n), IpAddr::V4(ip)) => u32::from(ip) & mask32(self.prefix) == u32::from(n),
+            (IpAddr::V6(n), IpAddr::V6(ip)) => u128::from(ip) & mask128(self.prefix) == u128::from(n),
+            _ => false,
+        }
+    }
+
+    /// Whether `other` lies wholly inside this block (kube's `ContainsPrefix`: same or shorter
+    /// prefix, overlapping).
+    pub fn contains_cidr(&self, other: &Cidr) -> bool {
+        self.prefix <= other.prefix && self.covers(other.network)
+    }
+
+    /// Whether the two blocks share an address (one then holds the other).
+    pub fn overlaps(&self, other: &Cidr) -> bool {
+        self.contains_cidr(other) || other.contains_cidr(self)
+    }
+
     /// How many addresses the allocator may hand out: the block without its network address,
     /// and for IPv4 without its broadcast address (kube's allocator leaves both out).
     pub fn size(&self) -> u128 {
@@ -256,6 +281,18 @@ mod tests {
         assert_eq!(v6.index_of("fd00:10:96::ffff".parse().unwrap()), Some(65534));
         assert_eq!(Cidr::parse("10.0.0.0/28").unwrap().static_band(), 0);
         assert_eq!(Cidr::parse("10.0.0.0/24").unwrap().static_band(), 16);
+    }
+
+    #[test]
+    fn containment_and_overlap() {
+        let big = Cidr::parse("10.0.0.0/16").unwrap();
+        let small = Cidr::parse("10.0.3.0/24").unwrap();
+        let other = Cidr::parse("10.1.0.0/24").unwrap();
+        assert!(big.contains_cidr(&small) && !small.contains_cidr(&big) && big.contains_cidr(&big));
+        assert!(big.overlaps(&small) && small.overlaps(&big));
+        assert!(!big.overlaps(&other) && !other.contains_cidr(&small));
+        assert!(!big.overlaps(&Cidr::parse("fd00::/64").unwrap()));
+        assert_eq!(small.prefix_len(), 24);
     }
 
     #[test]

@@ -79,7 +79,7 @@ pub async fn run_once(allocator: &ServiceAllocator, grace: Duration) -> Result<R
                         tracing::warn!(%ip, namespace, name, "ClusterIPAlreadyAllocated: the cluster IP is held by another Service");
                         report.conflicts += 1;
                     }
-                    None if network.cluster_ips.iter().any(|r| r.index_of(ip).is_some()) => {
+                    None if allocator.in_service_cidrs(ip) => {
                         let obj = ip_address_object(ip, &namespace, &name);
                         match rest.create(&CatalogStrategy(addr_spec), None, obj, false, WriteHooks::default()).await {
                             Ok(_) => report.restored += 1,
@@ -88,7 +88,7 @@ pub async fn run_once(allocator: &ServiceAllocator, grace: Duration) -> Result<R
                         }
                     }
                     None => {
-                        tracing::warn!(%ip, namespace, name, "ClusterIPOutOfRange: the cluster IP is not in any service range");
+                        tracing::warn!(%ip, namespace, name, "ClusterIPOutOfRange: the cluster IP is not in any ServiceCIDR");
                         report.conflicts += 1;
                     }
                 }

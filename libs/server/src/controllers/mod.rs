@@ -2,7 +2,8 @@
 //! cluster: namespace deletion ([`namespace`]), the `default` ServiceAccount and
 //! `kube-root-ca.crt` ConfigMap of every namespace ([`service_accounts`]), ResourceQuota usage
 //! kept exact ([`resource_quota`]), ownerReferences garbage collection
-//! ([`garbage_collector`]) and PodDisruptionBudget status ([`disruption`]).
+//! ([`garbage_collector`]), PodDisruptionBudget status ([`disruption`]) and ServiceCIDR
+//! finalizers and readiness ([`service_cidr`]).
 //!
 //! `--controllers` picks them with kube-controller-manager's names and syntax (`*`, `name`,
 //! `-name`), so a cluster with a real controller manager turns them off. Each follows the
@@ -17,6 +18,7 @@ pub mod leader_election;
 pub mod namespace;
 pub mod resource_quota;
 pub mod service_accounts;
+pub mod service_cidr;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -47,6 +49,8 @@ pub const KNOWN: &[(&str, &str)] = &[
     ("resourcequota-controller", "resourcequota"),
     ("garbage-collector-controller", "garbagecollector"),
     ("disruption-controller", "disruption"),
+    // Added after kube-controller-manager's renaming: no older alias.
+    ("service-cidr-controller", "service-cidr-controller"),
 ];
 
 /// `--controllers`: which controllers run.
@@ -179,6 +183,9 @@ pub async fn start(
     }
     if selection.runs("garbage-collector-controller") {
         garbage_collector::start(&ctx);
+    }
+    if selection.runs(service_cidr::NAME) {
+        service_cidr::start(&ctx);
     }
     Ok(election)
 }
