@@ -136,6 +136,9 @@ pub struct Options {
     pub authorization_webhooks: Vec<crate::auth_webhooks::authorizer::WebhookSettings>,
     /// `--authentication-token-webhook-config-file` (read) and its `-version` and `-cache-ttl`.
     pub token_webhook: Option<crate::auth_webhooks::token::TokenWebhookOptions>,
+    /// `--authentication-config` or the `--oidc-*` flags, read and checked: the JWT
+    /// authenticators, tried after service accounts and before the token webhook.
+    pub authentication: crate::oidc::AuthenticationSettings,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
     pub service_network: kapi_registry::service_alloc::ServiceNetwork,
     /// `--tls-min-version` and `--tls-cipher-suites`.
@@ -200,6 +203,7 @@ impl Default for Options {
             service_network: Default::default(),
             controllers: Default::default(),
             token_webhook: None,
+            authentication: Default::default(),
             authorization_webhooks: Vec::new(),
             http_headers: Arc::default(),
             advertise_address: None,
@@ -628,6 +632,9 @@ async fn build_server(
     )));
     // One webhook client for the authentication and authorization webhooks.
     let webhooks = kapi_webhook::Client::new(Arc::new(kapi_webhook::EndpointSliceResolver::new(rest.clone())));
+    for jwt in crate::oidc::token_authenticators(&opts.authentication, &api_audiences).map_err(StartError::Config)? {
+        tokens.push(jwt);
+    }
     if let Some(webhook) = &opts.token_webhook {
         tokens.push(Box::new(crate::auth_webhooks::token::WebhookTokenAuthenticator::new(webhooks.clone(), webhook.clone(), api_audiences.clone())));
     }

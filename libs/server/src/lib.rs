@@ -23,6 +23,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod negotiation;
 pub mod node_sync;
+pub mod oidc;
 pub mod patch_decode;
 pub mod pki;
 pub mod post_start;

@@ -79,6 +79,40 @@ struct Cli {
     /// How long the webhook's answers are cached.
     #[arg(long, default_value = "2m", value_parser = parse_go_duration)]
     authentication_token_webhook_cache_ttl: Duration,
+    /// File with an AuthenticationConfiguration (apiserver.config.k8s.io v1, v1beta1,
+    /// v1alpha1): JWT authenticators and the anonymous authenticator. Mutually exclusive with
+    /// the --oidc-* flags.
+    #[arg(long)]
+    authentication_config: Option<PathBuf>,
+    /// The URL of the OpenID issuer (https only) whose JWTs are accepted.
+    #[arg(long)]
+    oidc_issuer_url: Option<String>,
+    /// The client ID tokens must be issued for (their audience); required with
+    /// --oidc-issuer-url.
+    #[arg(long)]
+    oidc_client_id: Option<String>,
+    /// The CA that signed the issuer's serving certificate (default: the host's roots).
+    #[arg(long)]
+    oidc_ca_file: Option<PathBuf>,
+    /// The claim naming the user (default sub).
+    #[arg(long)]
+    oidc_username_claim: Option<String>,
+    /// Prefix of usernames; by default claims other than email are prefixed by the issuer URL
+    /// and '#'; '-' for none.
+    #[arg(long)]
+    oidc_username_prefix: Option<String>,
+    /// The claim holding the user's groups (a string or a list of strings).
+    #[arg(long)]
+    oidc_groups_claim: Option<String>,
+    /// Prefix of groups.
+    #[arg(long)]
+    oidc_groups_prefix: Option<String>,
+    /// A key=value claim the ID token must carry (repeatable).
+    #[arg(long)]
+    oidc_required_claim: Vec<String>,
+    /// The JOSE algorithms tokens may be signed with (default RS256).
+    #[arg(long, value_delimiter = ',')]
+    oidc_signing_algs: Option<Vec<String>>,
     /// The tolerationSeconds DefaultTolerationSeconds gives pods for the not-ready taint.
     #[arg(long, default_value_t = 300)]
     default_not_ready_toleration_seconds: i64,
@@ -408,6 +442,33 @@ fn main() -> ExitCode {
             }
         },
     };
+    let oidc_flags = kapi_server::oidc::OidcFlags {
+        issuer_url: cli.oidc_issuer_url.clone(),
+        client_id: cli.oidc_client_id.clone(),
+        ca_file: cli.oidc_ca_file.clone(),
+        username_claim: cli.oidc_username_claim.clone(),
+        username_prefix: cli.oidc_username_prefix.clone(),
+        groups_claim: cli.oidc_groups_claim.clone(),
+        groups_prefix: cli.oidc_groups_prefix.clone(),
+        required_claims: cli.oidc_required_claim.clone(),
+        signing_algs: cli.oidc_signing_algs.clone(),
+    };
+    let anonymous_flag_set = std::env::args().any(|a| a == "--anonymous-auth" || a.starts_with("--anonymous-auth="));
+    let authentication = match kapi_server::oidc::load(cli.authentication_config.as_deref(), &oidc_flags, &cli.service_account_issuer, anonymous_flag_set) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let mut anonymous_auth = cli.anonymous_auth;
+    if let Some(anonymous) = &authentication.anonymous {
+        if !anonymous.paths.is_empty() {
+            eprintln!("error: invalid authentication configuration: anonymous.conditions: kapi does not support anonymous authentication limited to paths");
+            return ExitCode::from(EX_USAGE);
+        }
+        anonymous_auth = anonymous.enabled;
+    }
     let election = kapi_server::controllers::ElectionConfig {
         lease_duration: cli.leader_elect_lease_duration,
         renew_deadline: cli.leader_elect_renew_deadline,
@@ -477,7 +538,7 @@ fn main() -> ExitCode {
         enable_priority_and_fairness: cli.enable_priority_and_fairness,
         authorization_modes,
         authorization_webhooks,
-        anonymous_auth: cli.anonymous_auth,
+        anonymous_auth,
         token_auth_file: cli.token_auth_file,
         service_account_issuers: cli.service_account_issuer,
         service_account_key_files: cli.service_account_key_file,
@@ -512,6 +573,7 @@ fn main() -> ExitCode {
         service_network,
         controllers,
         token_webhook,
+        authentication,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

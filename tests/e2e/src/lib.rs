@@ -15,6 +15,7 @@ mod process;
 pub mod raw;
 mod admission_webhook;
 mod auth_webhook;
+mod oidc_issuer;
 mod webhook;
 
 use std::fs::{File, OpenOptions};
@@ -35,6 +36,7 @@ pub use nats::{free_port, NatsServer};
 pub use process::{run_with_timeout, OutputExt, Streaming};
 pub use admission_webhook::AdmissionWebhook;
 pub use auth_webhook::AuthWebhook;
+pub use oidc_issuer::OidcIssuer;
 pub use webhook::ConversionWebhook;
 
 /// How long the server may take to print its "Serving securely on" line, and then to pass
