@@ -271,3 +271,31 @@ fn go_time_formatting() {
     assert_eq!(go_time(951_782_400, 120_000_000), "2000-02-29 00:00:00.12 +0000 UTC");
     assert_eq!(go_time(-62_135_596_800, 0), "0001-01-01 00:00:00 +0000 UTC");
 }
+
+/// Warm verification cost (claims checks and an RS256/ES256 signature with the key in memory):
+/// `cargo test -p kapi-auth --release --lib jwt::tests::warm_verification_cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing; run in release"]
+fn warm_verification_cost() {
+    let rsa = Key::rsa(RSA_A);
+    let p256 = Key::ec(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, "P-256");
+    let keys = set(&[(&rsa, "a"), (&p256, "p")]);
+    let audiences = vec!["kapi".to_owned()];
+    let v = Verifier { issuer: "https://issuer.example", audiences: &audiences, algorithms: &Algorithm::ALL };
+    let now = UNIX_EPOCH + Duration::from_secs(NOW);
+    for (name, t) in [
+        ("RS256", token(&rsa, &json!({"alg": "RS256", "kid": "a"}), &claims())),
+        ("ES256", token(&p256, &json!({"alg": "ES256", "kid": "p"}), &claims())),
+    ] {
+        let n = 2000;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            let jws = Compact::parse(&t).unwrap();
+            let id = v.check_claims(&jws, now).unwrap();
+            keys.verify(&jws, id.alg).unwrap();
+        }
+        let each = started.elapsed() / n;
+        println!("{name}: {each:?} per token");
+        assert!(each < Duration::from_millis(5), "{name}: {each:?}");
+    }
+}
