@@ -11,6 +11,7 @@ mod audit;
 mod authz;
 mod client;
 mod crds;
+mod rapid_reset;
 mod replicas;
 mod stats;
 
@@ -75,6 +76,9 @@ enum Section {
     /// API Priority and Fairness off vs on: one user floods with LISTs while another does GETs
     /// and writes, a leader-election client renews a Lease and system:masters reads.
     Apf,
+    /// HTTP/2 rapid reset: authenticated GET latency and kapi's CPU and memory while a client
+    /// opens and resets thousands of streams, unauthenticated and authenticated.
+    RapidReset,
 }
 
 struct Plan {
@@ -659,6 +663,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Apf) {
         report.push_str(&apf::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::RapidReset) {
+        report.push_str(&rapid_reset::run(&cli.kapi_bin, cli.quick).await?);
     }
     Ok(report)
 }

@@ -16,6 +16,11 @@ impl Samples {
         Self { values, elapsed }
     }
 
+    /// The samples, sorted.
+    pub fn values(&self) -> &[Duration] {
+        &self.values
+    }
+
     pub fn count(&self) -> usize {
         self.values.len()
     }

@@ -52,6 +52,10 @@ fn quick_run_reports_every_measurement() {
         "user B (neighbour): GET → `global-default`",
         "leader election: GET lease → `leader-election`",
         "system:masters: GET → `exempt`",
+        // Rapid reset: both attackers ran and kapi answered the GETs throughout.
+        "## HTTP/2 rapid reset",
+        "| unauthenticated attacker |",
+        "| authenticated attacker |",
     ] {
         assert!(
             stdout.contains(needle),
