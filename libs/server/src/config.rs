@@ -149,8 +149,20 @@ pub struct Options {
     /// `--enable-admission-plugins`, `--disable-admission-plugins` and
     /// `--admission-control-config-file`, checked.
     pub admission: crate::admission::AdmissionOptions,
-    /// `--audit-policy-file` (read) and the `--audit-log-*` flags; None: no auditing.
-    pub audit: Option<(kapi_audit::Policy, kapi_audit::LogOptions)>,
+    /// `--audit-policy-file` (read), the `--audit-log-*` and `--audit-webhook-*` flags; None:
+    /// no auditing.
+    pub audit: Option<AuditOptions>,
+}
+
+/// Auditing: the policy, and the backends events go to (a log, a webhook, or both).
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// `--audit-policy-file`, read.
+    pub policy: kapi_audit::Policy,
+    /// The `--audit-log-*` flags, when `--audit-log-path` is given.
+    pub log: Option<kapi_audit::LogOptions>,
+    /// The `--audit-webhook-*` flags, when `--audit-webhook-config-file` is given.
+    pub webhook: Option<crate::audit_webhook::AuditWebhookOptions>,
 }
 
 /// `--endpoint-reconciler-type`.
@@ -674,9 +686,16 @@ async fn build_server(
     )
     .map_err(StartError::Config)?;
     let audit = match &opts.audit {
-        Some((policy, log)) => {
-            let backend = kapi_audit::LogBackend::start(log.clone()).map_err(|source| StartError::Io { context: format!("opening the audit log {}", log.path.display()), source })?;
-            Some(Arc::new(crate::filters::audit::Auditor { policy: policy.clone(), log: backend }))
+        Some(audit) => {
+            let log = match &audit.log {
+                Some(log) => Some(
+                    kapi_audit::LogBackend::start(log.clone())
+                        .map_err(|source| StartError::Io { context: format!("opening the audit log {}", log.path.display()), source })?,
+                ),
+                None => None,
+            };
+            let webhook = audit.webhook.clone().map(|options| crate::audit_webhook::AuditWebhook::start(webhooks.clone(), options));
+            Some(Arc::new(crate::filters::audit::Auditor { policy: audit.policy.clone(), log, webhook }))
         }
         None => None,
     };

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod audit_webhook;
 pub mod auth_webhooks;
 pub mod bootstrap;
 pub mod config;

@@ -63,13 +63,24 @@ impl Client {
     pub async fn post_json(&self, config: &ClientConfig, body: Bytes, timeout: Duration) -> Result<Value, CallError> {
         let path_and_query = config.path_and_query(go_timeout(timeout).as_deref());
         let call = Call { url: format!("https://{}{path_and_query}", config.authority()), path_and_query, config };
-        match tokio::time::timeout(timeout, self.call(&call, body)).await {
+        match tokio::time::timeout(timeout, self.call(&call, body, true)).await {
             Ok(answer) => answer,
             Err(_) => Err(CallError::post(&call.url, DEADLINE_EXCEEDED)),
         }
     }
 
-    async fn call(&self, call: &Call<'_>, body: Bytes) -> Result<Value, CallError> {
+    /// POSTs `body` and checks only the answer's status, as client-go's `Do().Error()`: what a
+    /// webhook that receives (audit events) answers with is not read.
+    pub async fn post(&self, config: &ClientConfig, body: Bytes, timeout: Duration) -> Result<(), CallError> {
+        let path_and_query = config.path_and_query(go_timeout(timeout).as_deref());
+        let call = Call { url: format!("https://{}{path_and_query}", config.authority()), path_and_query, config };
+        match tokio::time::timeout(timeout, self.call(&call, body, false)).await {
+            Ok(answer) => answer.map(|_| ()),
+            Err(_) => Err(CallError::post(&call.url, DEADLINE_EXCEEDED)),
+        }
+    }
+
+    async fn call(&self, call: &Call<'_>, body: Bytes, decode: bool) -> Result<Value, CallError> {
         let config = call.config;
         let (host, port) = match &config.endpoint {
             Endpoint::Url { host, port, .. } => (host.clone(), *port),
@@ -113,6 +124,9 @@ impl Client {
             let answer = answer.to_bytes();
             if !(200..=206).contains(&status) {
                 return Err(CallError::Status { code: status, body: answer });
+            }
+            if !decode {
+                return Ok(Value::Null);
             }
             let value = error::decode(status, &content_type, &answer)?;
             // client-go turns a Status of failure into an error whatever the HTTP status.

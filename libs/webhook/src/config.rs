@@ -22,7 +22,7 @@ pub struct ClientConfig {
 }
 
 /// kapi's credentials towards a webhook.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) enum Credentials {
     #[default]
     None,
@@ -45,6 +45,17 @@ pub(crate) enum Endpoint {
         query: Option<String>,
     },
     Service { namespace: String, name: String, port: u16, path: String },
+}
+
+/// Never prints the key or the token (options are logged with `{:?}`).
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credentials::None => f.write_str("None"),
+            Credentials::Certificate { .. } => f.write_str("Certificate(<redacted>)"),
+            Credentials::Token(_) => f.write_str("Token(<redacted>)"),
+        }
+    }
 }
 
 const URL_FORM: &str = "; desired format: https://host[/path]";

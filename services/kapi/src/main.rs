@@ -315,27 +315,78 @@ struct Cli {
     /// Audit log line format; kapi writes kube's `json`.
     #[arg(long, default_value = "json")]
     audit_log_format: String,
+    /// A kubeconfig naming the webhook audit events are POSTed to (as audit.k8s.io/v1
+    /// EventLists).
+    #[arg(long)]
+    audit_webhook_config_file: Option<PathBuf>,
+    /// batch (events buffered and sent in batches), blocking or blocking-strict.
+    #[arg(long, default_value = "batch")]
+    audit_webhook_mode: String,
+    /// Events buffered before new ones are dropped (batch mode).
+    #[arg(long, default_value_t = 10000)]
+    audit_webhook_batch_buffer_size: usize,
+    /// The most events in one batch.
+    #[arg(long, default_value_t = 400)]
+    audit_webhook_batch_max_size: usize,
+    /// How long a batch waits for more events before it is sent.
+    #[arg(long, default_value = "30s", value_parser = parse_go_duration)]
+    audit_webhook_batch_max_wait: Duration,
+    /// Throttle the batches sent.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    audit_webhook_batch_throttle_enable: bool,
+    /// Batches sent per second at most, when throttled.
+    #[arg(long, default_value_t = 10.0)]
+    audit_webhook_batch_throttle_qps: f64,
+    /// Batches sent at once before the throttle applies.
+    #[arg(long, default_value_t = 15)]
+    audit_webhook_batch_throttle_burst: u32,
+    /// The first wait before a failed batch is sent again.
+    #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
+    audit_webhook_initial_backoff: Duration,
+    /// The API version of the events sent; kapi sends audit.k8s.io/v1.
+    #[arg(long, default_value = "audit.k8s.io/v1")]
+    audit_webhook_version: String,
     /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
     #[arg(long, default_value = "info")]
     log_level: String,
 }
 
 /// The audit flags, read as kube-apiserver reads them: events need both a policy and a log.
-fn audit_options(cli: &Cli) -> Result<Option<(kapi_audit::Policy, kapi_audit::LogOptions)>, String> {
+fn audit_options(cli: &Cli) -> Result<Option<kapi_server::config::AuditOptions>, String> {
     if cli.audit_log_format != "json" {
         return Err(format!("--audit-log-format {:?} is not supported by kapi (only \"json\")", cli.audit_log_format));
     }
     let mode: kapi_audit::Mode = cli.audit_log_mode.parse()?;
-    let (Some(policy), Some(path)) = (&cli.audit_policy_file, &cli.audit_log_path) else { return Ok(None) };
+    let webhook_mode: kapi_audit::Mode =
+        cli.audit_webhook_mode.parse().map_err(|e: String| e.replace("audit log mode", "audit webhook mode"))?;
+    if cli.audit_webhook_version != "audit.k8s.io/v1" {
+        return Err(format!("--audit-webhook-version {:?} is not supported by kapi (only \"audit.k8s.io/v1\")", cli.audit_webhook_version));
+    }
+    let Some(policy) = &cli.audit_policy_file else { return Ok(None) };
+    if cli.audit_log_path.is_none() && cli.audit_webhook_config_file.is_none() {
+        return Ok(None);
+    }
     let policy = kapi_audit::Policy::load(policy).map_err(|e| e.to_string())?;
-    let log = kapi_audit::LogOptions {
+    let log = cli.audit_log_path.as_ref().map(|path| kapi_audit::LogOptions {
         path: path.clone(),
         max_size_mb: cli.audit_log_maxsize,
         max_backups: cli.audit_log_maxbackup,
         max_age_days: cli.audit_log_maxage,
         mode,
+    });
+    let webhook = match &cli.audit_webhook_config_file {
+        Some(file) => Some(kapi_server::audit_webhook::AuditWebhookOptions {
+            config: kapi_server::audit_webhook::kubeconfig(file).map_err(|e| format!("--audit-webhook-config-file: {e}"))?,
+            mode: webhook_mode,
+            buffer_size: cli.audit_webhook_batch_buffer_size,
+            max_size: cli.audit_webhook_batch_max_size.max(1),
+            max_wait: cli.audit_webhook_batch_max_wait,
+            throttle: cli.audit_webhook_batch_throttle_enable.then_some((cli.audit_webhook_batch_throttle_qps, cli.audit_webhook_batch_throttle_burst)),
+            initial_backoff: cli.audit_webhook_initial_backoff,
+        }),
+        None => None,
     };
-    Ok(Some((policy, log)))
+    Ok(Some(kapi_server::config::AuditOptions { policy, log, webhook }))
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {

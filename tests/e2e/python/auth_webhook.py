@@ -1,11 +1,11 @@
-"""An authentication and authorization webhook for the e2e tests: HTTPS, TokenReview at
-/authenticate and SubjectAccessReview at /authorize (v1 and v1beta1).
+"""An authentication, authorization and audit webhook for the e2e tests: HTTPS, TokenReview at
+/authenticate, SubjectAccessReview at /authorize (v1 and v1beta1), audit EventLists at /audit.
 
 Tokens: "alice-token" is alice (groups team-a, uid u-1, extra scopes=[read]); "revoked-token"
 is refused with an error; anything else is unknown. Authorization: alice may get and list
 configmaps; her deletes are denied; everything else gets no opinion.
 kapi must present "Authorization: Bearer webhook-secret". Every call is appended to the log
-file as one JSON line {"path": ..., "spec": ...}.
+file as one JSON line {"path": ..., "spec": ...}; each audit event as {"path": "/audit", "event": ...}.
 Usage: auth_webhook.py <port> <cert.pem> <key.pem> <log>; prints "ready" once listening.
 """
 import json
@@ -46,6 +46,14 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         path = self.path.split("?")[0]
+        if path == "/audit":
+            with LOCK, open(sys.argv[4], "a") as log:
+                for event in review.get("items", []):
+                    log.write(json.dumps({"path": path, "apiVersion": review.get("apiVersion"), "event": event}) + "\n")
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         with LOCK, open(sys.argv[4], "a") as log:
             log.write(json.dumps({"path": path, "apiVersion": review.get("apiVersion"), "spec": review.get("spec")}) + "\n")
         status = token_status(review["spec"]) if path == "/authenticate" else access_status(review["spec"])

@@ -27,7 +27,9 @@ pub struct Auditor {
     /// `--audit-policy-file`.
     pub policy: Policy,
     /// `--audit-log-path` and friends.
-    pub log: LogBackend,
+    pub log: Option<LogBackend>,
+    /// `--audit-webhook-config-file` and friends.
+    pub webhook: Option<crate::audit_webhook::AuditWebhook>,
 }
 
 /// The event of one audited request, shared by the steps that add to it.
@@ -112,10 +114,19 @@ fn long_running(info: &RequestInfo) -> bool {
 }
 
 async fn write(auditor: &Auditor, handle: &AuditHandle, stage: Stage) {
-    let line = handle.with(|a| a.event.to_line(stage, time::OffsetDateTime::now_utc()));
+    let mut line = handle.with(|a| a.event.to_line(stage, time::OffsetDateTime::now_utc()));
     crate::metrics::audit_event();
-    if let Err(e) = auditor.log.write_line(line).await {
-        tracing::error!("audit: {e}");
+    if let Some(webhook) = &auditor.webhook {
+        let copy = if auditor.log.is_some() { line.clone() } else { std::mem::take(&mut line) };
+        if let Err(e) = webhook.write_line(copy).await {
+            tracing::error!("audit webhook: {e}");
+        }
+    }
+    if let Some(log) = &auditor.log {
+        if let Err(e) = log.write_line(line).await {
+            crate::metrics::audit_error("log");
+            tracing::error!("audit: {e}");
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use super::{opts, register};
 
 struct Global {
     audit_events: IntCounter,
+    audit_errors: IntCounterVec,
     admission_step: HistogramVec,
     admission_controller: HistogramVec,
     admission_webhook: HistogramVec,
@@ -20,6 +21,11 @@ struct Global {
 static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
     audit_events: IntCounter::with_opts(opts("apiserver_audit_event_total", "ALPHA", "Counter of audit events generated and sent to the audit backend."))
         .expect("metric definition"),
+    audit_errors: IntCounterVec::new(
+        opts("apiserver_audit_error_total", "ALPHA", "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the error."),
+        &["plugin"],
+    )
+    .expect("metric definition"),
     admission_step: HistogramVec::new(
         HistogramOpts::from(opts(
             "apiserver_admission_step_admission_duration_seconds",
@@ -63,6 +69,7 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
 
 pub(super) fn register_into(registry: &Registry) {
     register(registry, GLOBAL.audit_events.clone());
+    register(registry, GLOBAL.audit_errors.clone());
     register(registry, GLOBAL.admission_step.clone());
     register(registry, GLOBAL.admission_controller.clone());
     register(registry, GLOBAL.admission_webhook.clone());
@@ -104,6 +111,11 @@ impl kapi_admission::AdmissionObserver for AdmissionMetrics {
 /// Counts one audit event handed to the audit backend.
 pub fn audit_event() {
     GLOBAL.audit_events.inc();
+}
+
+/// Counts one audit event a backend (`log`, `webhook`) failed to deliver.
+pub fn audit_error(plugin: &'static str) {
+    GLOBAL.audit_errors.with_label_values(&[plugin]).inc();
 }
 
 /// Records one admission phase: `step` is kube's `admit` (mutating) or `validate`.
