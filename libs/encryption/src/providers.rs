@@ -4,7 +4,8 @@
 //! - `aesgcm`: `k8s:enc:aesgcm:v1:<name>:` + 12-byte nonce + AES-GCM sealed with the storage
 //!   key as additional data (a value copied under another key does not open);
 //! - `secretbox`: `k8s:enc:secretbox:v1:<name>:` + 24-byte nonce + XSalsa20-Poly1305;
-//! - `identity`: the plaintext, no prefix.
+//! - `identity`: the plaintext, no prefix;
+//! - `kms` (v2): `k8s:enc:kms:v2:<name>:` + a protobuf `EncryptedObject` (see [`crate::kms`]).
 
 use aes::cipher::{block_padding::Pkcs7, BlockDecryptMut, BlockEncryptMut, KeyIvInit};
 use aes_gcm::aead::{Aead, Payload};
@@ -45,6 +46,8 @@ pub enum Provider {
     AesGcm(Vec<NamedKey>),
     /// XSalsa20-Poly1305, each key in order.
     Secretbox(Vec<NamedKey>),
+    /// KMS v2: envelope encryption through an external plugin.
+    Kms(std::sync::Arc<crate::kms::KmsV2>),
 }
 
 /// Why a stored value could not be read.
@@ -54,10 +57,15 @@ pub enum DecryptError {
     #[error("no matching prefix found")]
     NoMatchingPrefix,
     /// A provider's key matched but the value does not open with it (corrupt, or the key
-    /// changed under the same name).
+    /// changed under the same name, or the KMS plugin could not decrypt its DEK).
     #[error("{0}")]
     Corrupt(String),
 }
+
+/// Why a value could not be sealed (KMS v2 only: no write state, or it expired).
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct EncryptError(pub String);
 
 /// The providers of one resource, in order: the first writes, all read.
 #[derive(Debug, Clone)]
@@ -117,7 +125,9 @@ fn gcm_open<C: Aead + AeadCore + KeyInit>(secret: &[u8], data: &[u8], context: &
     }
     let cipher = C::new_from_slice(secret).map_err(|e| e.to_string())?;
     let (nonce, sealed) = data.split_at(NONCE);
-    cipher.decrypt(aes_gcm::Nonce::<C::NonceSize>::from_slice(nonce), Payload { msg: sealed, aad: context }).map_err(|_| "cipher: message authentication failed".into())
+    cipher
+        .decrypt(aes_gcm::Nonce::<C::NonceSize>::from_slice(nonce), Payload { msg: sealed, aad: context })
+        .map_err(|_| "cipher: message authentication failed".into())
 }
 
 fn gcm_encrypt(secret: &[u8], plaintext: &[u8], context: &[u8]) -> Option<Vec<u8>> {
@@ -161,33 +171,54 @@ impl Transformer {
         Transformer { providers }
     }
 
+    /// The KMS v2 providers of the list.
+    pub fn kms_providers(&self) -> impl Iterator<Item = &std::sync::Arc<crate::kms::KmsV2>> {
+        self.providers.iter().filter_map(|p| match p {
+            Provider::Kms(k) => Some(k),
+            _ => None,
+        })
+    }
+
     /// Whether values are written in plaintext (the first provider is identity).
     pub fn writes_plaintext(&self) -> bool {
         matches!(self.providers.first(), None | Some(Provider::Identity))
     }
 
-    /// The value as stored under `storage_key`: sealed by the first provider's first key.
-    pub fn encrypt(&self, storage_key: &str, plaintext: &[u8]) -> Vec<u8> {
+    /// The value as stored under `storage_key`: sealed by the first provider's first key (or
+    /// the KMS provider's current seed, which can fail: see [`crate::kms`]).
+    pub fn encrypt(&self, storage_key: &str, plaintext: &[u8]) -> Result<Vec<u8>, EncryptError> {
         let sealed = match self.providers.first() {
-            None | Some(Provider::Identity) => return plaintext.to_vec(),
+            None | Some(Provider::Identity) => return Ok(plaintext.to_vec()),
+            Some(Provider::Kms(kms)) => return kms.encrypt(storage_key, plaintext).map_err(EncryptError),
             Some(Provider::AesCbc(keys)) => keys.first().and_then(|k| Some((prefix("aescbc", &k.name), cbc_encrypt(&k.secret, plaintext)?))),
             Some(Provider::AesGcm(keys)) => {
                 keys.first().and_then(|k| Some((prefix("aesgcm", &k.name), gcm_encrypt(&k.secret, plaintext, storage_key.as_bytes())?)))
             }
-            Some(Provider::Secretbox(keys)) => keys.first().and_then(|k| Some((prefix("secretbox", &k.name), secretbox_encrypt(&k.secret, plaintext)?))),
+            Some(Provider::Secretbox(keys)) => {
+                keys.first().and_then(|k| Some((prefix("secretbox", &k.name), secretbox_encrypt(&k.secret, plaintext)?)))
+            }
         };
         // Keys are checked when the configuration loads, so sealing cannot fail here.
         let (mut out, body) = sealed.expect("keys were validated at load");
         out.extend_from_slice(&body);
-        out
+        Ok(out)
     }
 
     /// The plaintext of a stored value, and whether it was written by another provider or key
     /// than the one that writes now (kube's "stale": a rewrite would re-encrypt it).
-    pub fn decrypt(&self, storage_key: &str, data: &[u8]) -> Result<(Vec<u8>, bool), DecryptError> {
+    /// A KMS provider may call its plugin (an awaited gRPC call) to decrypt a DEK it has not
+    /// cached; the other providers never wait.
+    pub async fn decrypt(&self, storage_key: &str, data: &[u8]) -> Result<(Vec<u8>, bool), DecryptError> {
         let mut first = true;
         for provider in &self.providers {
             let keys: &[NamedKey] = match provider {
+                Provider::Kms(kms) => {
+                    if let Some(body) = data.strip_prefix(kms.prefix()) {
+                        return kms.decrypt(storage_key, body).await.map(|(plain, stale)| (plain, stale || !first)).map_err(DecryptError::Corrupt);
+                    }
+                    first = false;
+                    continue;
+                }
                 Provider::Identity => {
                     // Identity reads only what no provider encrypted (migrating away from
                     // encryption lists identity first; encrypted values go on to the others).
@@ -229,8 +260,8 @@ mod tests {
         NamedKey { name: name.into(), secret: (0..len as u8).collect() }
     }
 
-    #[test]
-    fn every_provider_round_trips_with_kubes_prefix() {
+    #[tokio::test]
+    async fn every_provider_round_trips_with_kubes_prefix() {
         let value = br#"{"kind":"Secret","data":{"password":"c2VjcmV0"}}"#;
         for (provider, tag) in [
             (Provider::AesCbc(vec![key("k1", 32)]), "aescbc"),
@@ -240,43 +271,43 @@ mod tests {
             (Provider::Secretbox(vec![key("k1", 32)]), "secretbox"),
         ] {
             let t = Transformer::new(vec![provider]);
-            let sealed = t.encrypt("/registry/core/secrets/default/s", value);
+            let sealed = t.encrypt("/registry/core/secrets/default/s", value).unwrap();
             let expected = format!("k8s:enc:{tag}:v1:k1:");
             assert!(sealed.starts_with(expected.as_bytes()), "{tag}");
             assert!(!sealed.windows(8).any(|w| w == b"c2VjcmV0"), "{tag}: no plaintext");
-            assert_ne!(t.encrypt("/registry/core/secrets/default/s", value), sealed, "{tag}: a fresh IV or nonce each time");
-            assert_eq!(t.decrypt("/registry/core/secrets/default/s", &sealed), Ok((value.to_vec(), false)), "{tag}");
+            assert_ne!(t.encrypt("/registry/core/secrets/default/s", value).unwrap(), sealed, "{tag}: a fresh IV or nonce each time");
+            assert_eq!(t.decrypt("/registry/core/secrets/default/s", &sealed).await, Ok((value.to_vec(), false)), "{tag}");
         }
     }
 
-    #[test]
-    fn gcm_values_open_only_under_their_own_key() {
+    #[tokio::test]
+    async fn gcm_values_open_only_under_their_own_key() {
         let t = Transformer::new(vec![Provider::AesGcm(vec![key("k1", 32)])]);
-        let sealed = t.encrypt("/registry/core/secrets/a/x", b"v");
-        assert!(matches!(t.decrypt("/registry/core/secrets/b/x", &sealed), Err(DecryptError::Corrupt(_))));
+        let sealed = t.encrypt("/registry/core/secrets/a/x", b"v").unwrap();
+        assert!(matches!(t.decrypt("/registry/core/secrets/b/x", &sealed).await, Err(DecryptError::Corrupt(_))));
     }
 
-    #[test]
-    fn rotation_reads_old_keys_and_providers_and_says_stale() {
+    #[tokio::test]
+    async fn rotation_reads_old_keys_and_providers_and_says_stale() {
         let old = Transformer::new(vec![Provider::AesCbc(vec![key("key1", 32)])]);
-        let sealed = old.encrypt("/k", b"v");
+        let sealed = old.encrypt("/k", b"v").unwrap();
         // key2 added first: key1 still reads, as stale.
         let rotated = Transformer::new(vec![Provider::AesCbc(vec![key("key2", 32), key("key1", 32)]), Provider::Identity]);
-        assert_eq!(rotated.decrypt("/k", &sealed), Ok((b"v".to_vec(), true)));
-        assert_eq!(rotated.decrypt("/k", b"plain"), Ok((b"plain".to_vec(), true)));
-        assert!(rotated.encrypt("/k", b"v").starts_with(b"k8s:enc:aescbc:v1:key2:"));
+        assert_eq!(rotated.decrypt("/k", &sealed).await, Ok((b"v".to_vec(), true)));
+        assert_eq!(rotated.decrypt("/k", b"plain").await, Ok((b"plain".to_vec(), true)));
+        assert!(rotated.encrypt("/k", b"v").unwrap().starts_with(b"k8s:enc:aescbc:v1:key2:"));
         // Migrating away: identity first writes plaintext and still reads the encrypted values.
         let away = Transformer::new(vec![Provider::Identity, Provider::AesCbc(vec![key("key1", 32)])]);
-        assert_eq!(away.encrypt("/k", b"v"), b"v");
-        assert_eq!(away.decrypt("/k", &sealed), Ok((b"v".to_vec(), true)));
+        assert_eq!(away.encrypt("/k", b"v").unwrap(), b"v");
+        assert_eq!(away.decrypt("/k", &sealed).await, Ok((b"v".to_vec(), true)));
         // Without the key, encrypted values are refused, never returned as they are.
         let identity = Transformer::new(vec![Provider::Identity]);
-        assert_eq!(identity.decrypt("/k", &sealed), Err(DecryptError::NoMatchingPrefix));
+        assert_eq!(identity.decrypt("/k", &sealed).await, Err(DecryptError::NoMatchingPrefix));
         // Another key under the same name does not open it (authenticated providers; CBC has no
         // authentication, as in kube, so a wrong key may yield garbage there).
         let gcm = Transformer::new(vec![Provider::AesGcm(vec![key("key1", 32)])]);
-        let sealed = gcm.encrypt("/k", b"v");
+        let sealed = gcm.encrypt("/k", b"v").unwrap();
         let other = Transformer::new(vec![Provider::AesGcm(vec![NamedKey { name: "key1".into(), secret: vec![7; 32] }])]);
-        assert!(matches!(other.decrypt("/k", &sealed), Err(DecryptError::Corrupt(_))));
+        assert!(matches!(other.decrypt("/k", &sealed).await, Err(DecryptError::Corrupt(_))));
     }
 }

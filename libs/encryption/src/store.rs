@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use kapi_storage::{DynStore, Event, KeyValue, ListOptions, ListResult, Result, Revision, Store, StorageError};
+use kapi_storage::{DynStore, Event, KeyValue, ListOptions, ListResult, Result, Revision, StorageError, Store};
 
 use crate::config::EncryptionConfig;
 use crate::providers::Transformer;
@@ -28,28 +28,34 @@ impl EncryptedStore {
         self.config.transformer(if group == "core" { "" } else { group }, resource)
     }
 
-    fn seal(&self, key: &str, value: Bytes) -> Bytes {
+    /// The value as stored. Sealing fails only for a KMS provider without a usable seed (the
+    /// plugin never answered, or stopped answering long enough): kube's error, nothing stored.
+    fn seal(&self, key: &str, value: Bytes) -> Result<Bytes> {
         match self.transformer(key) {
-            Some(t) if !t.writes_plaintext() => Bytes::from(t.encrypt(key, &value)),
-            _ => value,
+            Some(t) if !t.writes_plaintext() => {
+                t.encrypt(key, &value).map(Bytes::from).map_err(|e| StorageError::Backend(format!("unable to transform key {key:?}: {e}")))
+            }
+            _ => Ok(value),
         }
     }
 
     /// The plaintext of a stored value, and whether it was sealed by other than the writing
-    /// key (or written in plaintext where it would now be sealed).
-    fn open(&self, key: &str, value: Bytes) -> Result<(Bytes, bool)> {
+    /// key (or written in plaintext where it would now be sealed). Awaits a KMS plugin when
+    /// its DEK is not cached.
+    async fn open(&self, key: &str, value: Bytes) -> Result<(Bytes, bool)> {
         match self.transformer(key) {
             // Deleted-key tombstones carry no value.
             Some(t) if !value.is_empty() => t
                 .decrypt(key, &value)
+                .await
                 .map(|(plain, stale)| (Bytes::from(plain), stale))
                 .map_err(|e| StorageError::Backend(format!("unable to transform key {key:?}: {e}"))),
             _ => Ok((value, false)),
         }
     }
 
-    fn open_kv(&self, mut kv: KeyValue) -> Result<KeyValue> {
-        let (value, stale) = self.open(&kv.key, std::mem::take(&mut kv.value))?;
+    async fn open_kv(&self, mut kv: KeyValue) -> Result<KeyValue> {
+        let (value, stale) = self.open(&kv.key, std::mem::take(&mut kv.value)).await?;
         kv.value = value;
         kv.stale = stale;
         Ok(kv)
@@ -59,25 +65,32 @@ impl EncryptedStore {
 #[async_trait]
 impl Store for EncryptedStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        self.inner.get(key).await?.map(|kv| self.open_kv(kv)).transpose()
+        match self.inner.get(key).await? {
+            Some(kv) => Ok(Some(self.open_kv(kv).await?)),
+            None => Ok(None),
+        }
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
-        self.inner.create(key, self.seal(key, value)).await
+        self.inner.create(key, self.seal(key, value)?).await
     }
 
     async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
-        self.inner.update(key, self.seal(key, value), expected).await
+        self.inner.update(key, self.seal(key, value)?, expected).await
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
         let (revision, kv) = self.inner.delete(key, expected).await?;
-        Ok((revision, self.open_kv(kv)?))
+        Ok((revision, self.open_kv(kv).await?))
     }
 
     async fn list(&self, prefix: &str, opts: ListOptions) -> Result<ListResult> {
         let mut page = self.inner.list(prefix, opts).await?;
-        page.items = page.items.into_iter().map(|kv| self.open_kv(kv)).collect::<Result<_>>()?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for kv in std::mem::take(&mut page.items) {
+            items.push(self.open_kv(kv).await?);
+        }
+        page.items = items;
         Ok(page)
     }
 
@@ -93,7 +106,7 @@ impl Store for EncryptedStore {
         let events = self.inner.read_log(after, limit).await?;
         let mut opened = Vec::with_capacity(events.len());
         for mut e in events {
-            match self.open(&e.key, std::mem::take(&mut e.value)) {
+            match self.open(&e.key, std::mem::take(&mut e.value)).await {
                 Ok((value, _)) => {
                     e.value = value;
                     opened.push(e);

@@ -434,6 +434,9 @@ fn health_registry(
     use health::checks::{InformerSync, Log, Ping, Shutdown, Storage};
     let mut registry = health::Registry::new(opts.livez_grace_period, lifecycle.clone());
     registry.add_health_checks(&[Arc::new(Ping), Arc::new(Log), Arc::new(Storage::liveness(store.clone(), health::STORAGE_CHECK_TIMEOUT))]);
+    if let Some(encryption) = opts.encryption.as_ref().filter(|e| !e.kms_providers().is_empty()) {
+        registry.add_health_checks(&[Arc::new(health::checks::KmsProviders(encryption.clone()))]);
+    }
     registry.add_readyz_checks(&[
         Arc::new(Storage::readiness(store.clone(), health::STORAGE_CHECK_TIMEOUT)),
         Arc::new(InformerSync(informers.clone())),
@@ -584,6 +587,11 @@ async fn build_server(
     client_addr: String,
     delegates: Vec<Box<dyn TierBuilder>>,
 ) -> Result<(Arc<ApiServer>, Arc<CacheSet>), StartError> {
+    // KMS v2 plugins: primed (each call bounded by its timeout) and polled from here on, as
+    // kube does; a plugin that is down is not fatal (its writes fail until it answers).
+    if let Some(encryption) = &opts.encryption {
+        encryption.start_kms().await;
+    }
     // Opened after the listener is up: health checks report it (`etcd`) while it waits, for
     // instance for another process's lock on a shared database.
     let store = {

@@ -47,6 +47,9 @@ pub enum CheckError {
     /// The storage backend did not answer, or answered with an error (`etcd`).
     #[error("{0}")]
     Storage(String),
+    /// A KMS v2 plugin is down or unhealthy (`kms-providers`), kube's text.
+    #[error("{0}")]
+    Kms(String),
 }
 
 /// The future a check returns.
