@@ -66,6 +66,8 @@ pub struct Options {
     pub livez_grace_period: Duration,
     /// `--goaway-chance`: fraction of HTTP/2 requests whose connection gets GOAWAY (0..=0.02).
     pub goaway_chance: f64,
+    /// `-v=3` and above: a log line per answered request.
+    pub http_log: bool,
     /// `--strict-transport-security-directives` and `--cors-allowed-origins`, checked.
     pub http_headers: Arc<crate::filters::http_headers::HeaderPolicy>,
     /// `--advertise-address`: this replica's address in the `kubernetes` endpoints; the bind
@@ -212,6 +214,7 @@ impl Default for Options {
             shutdown_send_retry_after: false,
             livez_grace_period: Duration::ZERO,
             goaway_chance: 0.0,
+            http_log: false,
             service_network: Default::default(),
             controllers: Default::default(),
             token_webhook: None,
@@ -725,6 +728,7 @@ async fn build_server(
             watch_termination_grace: opts.watch_termination_grace,
             shutdown_send_retry_after: opts.shutdown_send_retry_after,
             goaway_chance: opts.goaway_chance,
+            http_log: opts.http_log,
             http_headers: opts.http_headers.clone(),
             ..ServingOptions::default()
         },

@@ -31,6 +31,8 @@ pub struct ServingOptions {
     pub shutdown_send_retry_after: bool,
     /// `--goaway-chance`: fraction of HTTP/2 answers that close their connection.
     pub goaway_chance: f64,
+    /// `-v=3` and above: a log line per answered request (kube's httplog).
+    pub http_log: bool,
     /// `--strict-transport-security-directives` and `--cors-allowed-origins`.
     pub http_headers: Arc<crate::filters::http_headers::HeaderPolicy>,
 }
@@ -46,6 +48,7 @@ impl Default for ServingOptions {
             watch_termination_grace: Duration::ZERO,
             shutdown_send_retry_after: false,
             goaway_chance: 0.0,
+            http_log: false,
             http_headers: Arc::default(),
         }
     }

@@ -2,6 +2,8 @@
 //!
 //! Thin by design: flags -> [`kapi_server::Options`] -> [`kapi_server::run`].
 
+mod logging;
+
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -346,9 +348,16 @@ struct Cli {
     /// The API version of the events sent; kapi sends audit.k8s.io/v1.
     #[arg(long, default_value = "audit.k8s.io/v1")]
     audit_webhook_version: String,
-    /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug.
-    #[arg(long, default_value = "info")]
-    log_level: String,
+    /// Log filter (tracing env-filter syntax), e.g. info or kapi_server=debug; overrides -v.
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Log verbosity as kube's klog: 0-2 the usual lines, 3 also one line per HTTP request,
+    /// 4-5 debug detail, 6 and up everything.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    v: u8,
+    /// Log line format: text, or json in kube's JSON log shape.
+    #[arg(long, default_value = "text")]
+    logging_format: String,
 }
 
 /// The audit flags, read as kube-apiserver reads them: events need both a policy and a log.
@@ -424,14 +433,18 @@ fn main() -> ExitCode {
         eprintln!("error: --tls-cert-file and --tls-private-key-file must be given together");
         return ExitCode::from(EX_USAGE);
     }
-    let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log_level) {
+    let level = cli.log_level.clone().unwrap_or_else(|| logging::filter_for(cli.v).to_owned());
+    let filter = match tracing_subscriber::EnvFilter::try_new(&level) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("error: invalid --log-level {:?}: {e}", cli.log_level);
+            eprintln!("error: invalid --log-level {level:?}: {e}");
             return ExitCode::from(EX_USAGE);
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    if let Err(e) = logging::init(&cli.logging_format, filter) {
+        eprintln!("error: {e}");
+        return ExitCode::from(EX_USAGE);
+    }
     // A bad encryption configuration stops start-up like a bad flag, naming file and field.
     let encryption = match cli.encryption_provider_config.as_deref().map(kapi_encryption::load).transpose() {
         Ok(config) => config,
@@ -622,6 +635,7 @@ fn main() -> ExitCode {
         audit,
         tls_policy,
         service_network,
+        http_log: cli.v >= 3,
         controllers,
         token_webhook,
         authentication,

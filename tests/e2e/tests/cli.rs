@@ -19,6 +19,8 @@ fn bad_flags_exit_64_with_a_message() {
         (vec!["--tls-min-version", "VersionTLS14"], "unknown tls version \"VersionTLS14\", allowed values are: VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13"),
         (vec!["--tls-cipher-suites", "TLS_FOO"], "Cipher suite TLS_FOO not supported or doesn't exist"),
         (vec!["--audit-log-mode", "sometimes"], "invalid audit log mode"),
+        (vec!["--audit-webhook-mode", "sometimes"], "invalid audit webhook mode"),
+        (vec!["--logging-format", "yaml"], "--logging-format: unsupported format \"yaml\""),
     ] {
         let out = run_with_timeout(Command::new(&bin).args(&args), Duration::from_secs(30)).expect("run kapi");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -67,4 +69,32 @@ fn no_flags_serve_on_6443_with_data_in_the_working_directory() {
     }
     let kubeconfig = std::fs::read_to_string(dir.path().join("kapi-data/kubeconfig")).expect("kubeconfig");
     assert!(kubeconfig.contains("server: https://127.0.0.1:6443"), "{kubeconfig}");
+}
+
+/// `-v=3` logs one line per answered request (kube's httplog), and `--logging-format=json`
+/// writes kube's JSON log lines.
+#[test]
+fn json_logs_and_the_request_log() {
+    let kapi = kapi_e2e::Kapi::start_with(&["-v", "3", "--logging-format", "json"]).expect("start kapi");
+    let r = kapi.request(&kapi_e2e::Request::get("/api/v1/namespaces?limit=1"));
+    assert_eq!(r.status, 200);
+    let line = kapi_e2e::wait_for(Duration::from_secs(5), || {
+        kapi.log()
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["msg"] == "HTTP" && l["URI"] == "/api/v1/namespaces?limit=1")
+    })
+    .expect("the request's log line");
+    assert_eq!(line["verb"], "LIST");
+    assert_eq!(line["resp"], 200);
+    assert_eq!(line["v"], 0);
+    assert!(line["ts"].as_f64().is_some_and(|t| t > 1.7e9), "{line}");
+    assert!(line["audit-ID"].as_str().is_some_and(|id| !id.is_empty()), "{line}");
+    assert!(line["srcIP"].as_str().is_some_and(|ip| ip.starts_with("127.0.0.1:")), "{line}");
+    // Every structured line is JSON (the plain lines are kapi's stdout banner).
+    for l in kapi.log().lines().filter(|l| l.starts_with('{')) {
+        let parsed: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+        assert!(parsed.get("msg").is_some(), "{l}");
+    }
 }

@@ -135,11 +135,21 @@ where
     S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = std::convert::Infallible> + Send,
     S::Future: Send,
 {
-    let pass = |inner: S, req| async move {
-        match inner.oneshot(req).await {
+    // kube's WithAuditInit: every answer carries an Audit-Id (the client's, or a new one),
+    // audited or not, so that a request can be found in the logs.
+    let pass = |inner: S, req: Request<Incoming>| async move {
+        let id = req.headers().get("audit-id").filter(|v| !v.is_empty()).cloned();
+        let mut resp = match inner.oneshot(req).await {
             Ok(resp) => resp,
             Err(never) => match never {},
+        };
+        if !resp.headers().contains_key("audit-id") {
+            let id = id.or_else(|| http::HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()).ok());
+            if let Some(id) = id {
+                resp.headers_mut().insert("audit-id", id);
+            }
         }
+        resp
     };
     let Some(auditor) = srv.audit.clone() else { return pass(inner, req).await };
     let (Some(info), Some(user)) = (req.extensions().get::<RequestInfo>().cloned(), req.extensions().get::<UserInfo>().cloned()) else {

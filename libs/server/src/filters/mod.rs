@@ -33,6 +33,7 @@ pub mod authentication;
 pub mod authorization;
 pub mod body_limit;
 pub mod goaway;
+pub mod httplog;
 pub mod http_headers;
 pub mod impersonation;
 pub mod max_in_flight;
@@ -102,6 +103,7 @@ pub fn chain(srv: Arc<ApiServer>) -> Chain {
         .layer(http_headers::HeaderLayer::new(srv.options.http_headers.clone()))
         .layer(pretty::PrettyLayer::new())
         .layer(request_info::RequestInfoLayer::new())
+        .layer(httplog::HttpLogLayer::new(srv.options.http_log))
         .layer(shutdown::ShutdownLayer::new(srv.clone()))
         .layer(goaway::GoawayLayer::new(srv.options.goaway_chance))
         .layer(metrics::MetricsLayer::new(srv.clone()))
