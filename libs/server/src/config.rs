@@ -438,7 +438,7 @@ fn health_registry(
     let mut registry = health::Registry::new(opts.livez_grace_period, lifecycle.clone());
     registry.add_health_checks(&[Arc::new(Ping), Arc::new(Log), Arc::new(Storage::liveness(store.clone(), health::STORAGE_CHECK_TIMEOUT))]);
     if let Some(encryption) = opts.encryption.as_ref().filter(|e| !e.kms_providers().is_empty()) {
-        registry.add_health_checks(&[Arc::new(health::checks::KmsProviders(encryption.clone()))]);
+        registry.add_health_checks_without_livez(&[Arc::new(health::checks::KmsProviders(encryption.clone()))]);
     }
     registry.add_readyz_checks(&[
         Arc::new(Storage::readiness(store.clone(), health::STORAGE_CHECK_TIMEOUT)),
@@ -653,6 +653,7 @@ async fn build_server(
         api_audiences.clone(),
         Arc::new(CachedObjects::new(caches.clone())),
     )));
+    kapi_webhook::observe_calls_with(Arc::new(crate::metrics::RestClientMetrics));
     // One webhook client for the authentication and authorization webhooks.
     let webhooks = kapi_webhook::Client::new(Arc::new(kapi_webhook::EndpointSliceResolver::new(rest.clone())));
     for jwt in crate::oidc::token_authenticators(&opts.authentication, &api_audiences).map_err(StartError::Config)? {

@@ -34,6 +34,21 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
+/// Sees every webhook call (host, method, status code or `<error>`, duration), as client-go's
+/// request metrics do; the server turns it into `rest_client_*` series.
+pub trait CallObserver: Send + Sync {
+    /// One call ended.
+    fn observe(&self, host: &str, method: &str, code: &str, elapsed: Duration);
+}
+
+static OBSERVER: std::sync::OnceLock<Arc<dyn CallObserver>> = std::sync::OnceLock::new();
+
+/// Reports every call of every [`Client`] of the process to `observer` (client-go's metrics
+/// are process-wide too); the first observer set stays.
+pub fn observe_calls_with(observer: Arc<dyn CallObserver>) {
+    let _ = OBSERVER.set(observer);
+}
+
 /// A TLS configuration's trust and identity: the caBundle and the client credentials.
 type TlsKey = (Vec<u8>, crate::config::Credentials);
 
@@ -61,23 +76,34 @@ impl Client {
     /// (n = timeout in whole seconds), and reads the JSON answer; the whole call (dial, TLS,
     /// request, response) is bounded by `timeout`.
     pub async fn post_json(&self, config: &ClientConfig, body: Bytes, timeout: Duration) -> Result<Value, CallError> {
+        self.timed(config, body, timeout, true).await
+    }
+
+    /// One call, bounded by `timeout` and reported to the [`CallObserver`] (client-go's
+    /// `rest_client_*` series).
+    async fn timed(&self, config: &ClientConfig, body: Bytes, timeout: Duration, decode: bool) -> Result<Value, CallError> {
         let path_and_query = config.path_and_query(go_timeout(timeout).as_deref());
         let call = Call { url: format!("https://{}{path_and_query}", config.authority()), path_and_query, config };
-        match tokio::time::timeout(timeout, self.call(&call, body, true)).await {
+        let started = std::time::Instant::now();
+        let answer = match tokio::time::timeout(timeout, self.call(&call, body, decode)).await {
             Ok(answer) => answer,
             Err(_) => Err(CallError::post(&call.url, DEADLINE_EXCEEDED)),
+        };
+        if let Some(observer) = OBSERVER.get() {
+            let code = match &answer {
+                Ok(_) => "200".to_owned(),
+                Err(CallError::Status { code, .. }) => code.to_string(),
+                Err(_) => "<error>".to_owned(),
+            };
+            observer.observe(&config.authority(), "POST", &code, started.elapsed());
         }
+        answer
     }
 
     /// POSTs `body` and checks only the answer's status, as client-go's `Do().Error()`: what a
     /// webhook that receives (audit events) answers with is not read.
     pub async fn post(&self, config: &ClientConfig, body: Bytes, timeout: Duration) -> Result<(), CallError> {
-        let path_and_query = config.path_and_query(go_timeout(timeout).as_deref());
-        let call = Call { url: format!("https://{}{path_and_query}", config.authority()), path_and_query, config };
-        match tokio::time::timeout(timeout, self.call(&call, body, false)).await {
-            Ok(answer) => answer.map(|_| ()),
-            Err(_) => Err(CallError::post(&call.url, DEADLINE_EXCEEDED)),
-        }
+        self.timed(config, body, timeout, false).await.map(|_| ())
     }
 
     async fn call(&self, call: &Call<'_>, body: Bytes, decode: bool) -> Result<Value, CallError> {

@@ -18,7 +18,7 @@ mod pool;
 mod resolver;
 mod tls;
 
-pub use client::Client;
+pub use client::{observe_calls_with, CallObserver, Client};
 pub use config::ClientConfig;
 pub use error::CallError;
 pub use resolver::{EndpointSliceResolver, ServiceResolver};

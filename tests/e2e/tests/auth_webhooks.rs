@@ -41,6 +41,12 @@ fn a_token_only_the_webhook_knows() {
     assert_eq!(first["apiVersion"], "authentication.k8s.io/v1");
     assert_eq!(first["spec"]["token"], "alice-token");
 
+    // client-go's request series count the webhook calls.
+    let metrics = kapi.request(&Request::get("/metrics")).raw;
+    let series = format!("rest_client_requests_total{{code=\"200\",host=\"127.0.0.1:{}\",method=\"POST\"}}", webhook.port);
+    assert!(metrics.lines().any(|l| l.starts_with(&series)), "{series} missing");
+    assert!(metrics.contains("rest_client_request_duration_seconds_bucket{host=\"127.0.0.1:"), "the latency histogram is missing");
+
     // Cached: the next requests within the TTL do not ask again; after it, they do.
     let asked = count(&webhook, "/authenticate");
     for _ in 0..3 {

@@ -10,6 +10,8 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Registr
 use super::{opts, register};
 
 struct Global {
+    rest_client_requests: IntCounterVec,
+    rest_client_duration: HistogramVec,
     audit_events: IntCounter,
     audit_errors: IntCounterVec,
     admission_step: HistogramVec,
@@ -19,6 +21,17 @@ struct Global {
 }
 
 static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
+    rest_client_requests: IntCounterVec::new(
+        opts("rest_client_requests_total", "ALPHA", "Number of HTTP requests, partitioned by status code, method, and host."),
+        &["code", "host", "method"],
+    )
+    .expect("metric definition"),
+    rest_client_duration: HistogramVec::new(
+        HistogramOpts::from(opts("rest_client_request_duration_seconds", "ALPHA", "Request latency in seconds. Broken down by verb, and host."))
+            .buckets(vec![0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0]),
+        &["host", "verb"],
+    )
+    .expect("metric definition"),
     audit_events: IntCounter::with_opts(opts("apiserver_audit_event_total", "ALPHA", "Counter of audit events generated and sent to the audit backend."))
         .expect("metric definition"),
     audit_errors: IntCounterVec::new(
@@ -68,6 +81,8 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
 });
 
 pub(super) fn register_into(registry: &Registry) {
+    register(registry, GLOBAL.rest_client_requests.clone());
+    register(registry, GLOBAL.rest_client_duration.clone());
     register(registry, GLOBAL.audit_events.clone());
     register(registry, GLOBAL.audit_errors.clone());
     register(registry, GLOBAL.admission_step.clone());
@@ -111,6 +126,17 @@ impl kapi_admission::AdmissionObserver for AdmissionMetrics {
 /// Counts one audit event handed to the audit backend.
 pub fn audit_event() {
     GLOBAL.audit_events.inc();
+}
+
+/// client-go's request metrics for the webhooks kapi calls (admission, conversion,
+/// authentication, authorization, audit).
+pub struct RestClientMetrics;
+
+impl kapi_webhook::CallObserver for RestClientMetrics {
+    fn observe(&self, host: &str, method: &str, code: &str, elapsed: std::time::Duration) {
+        GLOBAL.rest_client_requests.with_label_values(&[code, host, method]).inc();
+        GLOBAL.rest_client_duration.with_label_values(&[host, method]).observe(elapsed.as_secs_f64());
+    }
 }
 
 /// Counts one audit event a backend (`log`, `webhook`) failed to deliver.
