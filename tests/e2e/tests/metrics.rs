@@ -162,7 +162,8 @@ fn mixin_availability(window: &str) -> String {
 
 #[test]
 fn kube_dashboards_and_mixin_rules_read_kapi() {
-    let kapi = Kapi::start().expect("kapi");
+    // A tiny read budget, so that a burst by a user outside system:masters meets kube's 429.
+    let kapi = Kapi::start_with(&["--max-requests-inflight", "1"]).expect("kapi");
     let data = tempfile::Builder::new().prefix("kapi-prom-").tempdir().expect("data dir");
     let (mut prometheus, port) = start_prometheus(data.path(), &kapi.pki_dir(), &[kapi.port()]);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dashboards(&kapi, port)));
@@ -211,6 +212,22 @@ fn dashboards(kapi: &Kapi, port: u16) {
         .spawn()
         .expect("kubectl get --watch");
 
+    // A burst of concurrent LISTs by a user the in-flight budget applies to: some get 429.
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "bob-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]});
+    let bound = kapi.request(&Request::new("POST", &format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings")).json(&binding));
+    assert_eq!(bound.status, 201, "{}", bound.raw);
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let burst: Vec<_> = (0..40).map(|_| s.spawn(|| kapi.request(&Request::get(&pods).as_user(&bob)).status)).collect();
+        burst.into_iter().map(|t| t.join().expect("request thread")).collect()
+    });
+    let rejected = statuses.iter().filter(|s| **s == 429).count() as f64;
+    assert!(rejected >= 1.0, "no 429 in the burst: {statuses:?}");
+    assert!(statuses.iter().all(|s| matches!(s, 200 | 429)), "{statuses:?}");
+    let too_many = value_when(port, "sum(apiserver_request_total{job=\"apiserver\",resource=\"pods\",code=\"429\"})", |v| v >= rejected);
+
     let watchers = value_when(port, watcher_query, |v| v == before + 1.0);
     let longrunning = value_when(port, "sum(apiserver_longrunning_requests{job=\"apiserver\",verb=\"WATCH\",resource=\"configmaps\"})", |v| v >= 1.0);
 
@@ -250,6 +267,7 @@ fn dashboards(kapi: &Kapi, port: u16) {
     let _ = watch.kill();
     let _ = watch.wait();
 
+    assert_eq!(too_many, Ok(rejected), "apiserver_request_total counts the burst's 429s");
     assert!(watchers.is_ok(), "the open watch is not in {watcher_query}: {watchers:?} (before: {before})");
     assert!(longrunning.is_ok(), "open watch not in apiserver_longrunning_requests: {longrunning:?}");
     assert_eq!(objects, Ok(stored), "apiserver_storage_objects against a list of every ConfigMap");
