@@ -115,6 +115,11 @@ impl QueueSet {
         }
     }
 
+    /// Whether the level queues requests (else it rejects when its seats are taken).
+    pub fn queues(&self) -> bool {
+        !self.queues.is_empty()
+    }
+
     /// Seats in use now.
     pub fn seats_in_use(&self) -> u32 {
         self.seats_in_use

@@ -163,6 +163,7 @@ fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
     assert_eq!(ok + refused.len(), lists.len(), "only 200 or 429: {:?}", lists.iter().map(|r| r.0).collect::<Vec<_>>());
     assert!(ok >= 1, "the level's seat serves someone");
     assert!(refused.len() >= 15, "30 concurrent lists on one seat that rejects: {} refused", refused.len());
+    let refused_count = refused.len();
     for (_, headers, body) in refused {
         assert_eq!(header(headers, "retry-after: "), Some("1"), "{headers}");
         assert_eq!(body, "Too many requests, please try again later.\n");
@@ -170,6 +171,14 @@ fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
     }
     // A level's seats come back: a lone request gets through again.
     assert_eq!(get(&kapi, &loader, "/api/v1/namespaces/default/configmaps/big-0").0, 200);
+    // kube's series count what happened, by schema and level.
+    let metrics = kapi.request(&Request::get("/metrics")).raw;
+    let value = |series: &str| metrics.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse::<f64>().ok());
+    let rejected = value("apiserver_flowcontrol_rejected_requests_total{flow_schema=\"loaders\",priority_level=\"tiny\",reason=\"concurrency-limit\"}");
+    assert_eq!(rejected, Some(refused_count as f64), "{metrics}");
+    let dispatched = value("apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"loaders\",priority_level=\"tiny\"}");
+    assert!(dispatched.is_some_and(|d| d >= ok as f64), "dispatched {dispatched:?}");
+    assert!(metrics.contains("apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"exempt\",priority_level=\"exempt\"}"), "exempt dispatches");
 }
 
 #[test]
@@ -184,9 +193,16 @@ fn a_queuing_level_runs_a_burst_in_turn_and_refuses_what_waits_past_its_deadline
     let refused: Vec<_> = hurried.iter().filter(|r| r.0 == 429).collect();
     eprintln!("hurried burst of 12: {} refused", refused.len());
     assert!(!refused.is_empty(), "{:?}", hurried.iter().map(|r| r.0).collect::<Vec<_>>());
-    for (_, headers, body) in refused {
+    for (_, headers, body) in &refused {
         assert_eq!(body, "Too many requests, please try again later.\n");
         assert_eq!(header(headers, LEVEL_HEADER), Some(tiny.1.as_str()), "{headers}");
     }
+    let metrics = kapi.request(&Request::get("/metrics")).raw;
+    let timed_out = metrics
+        .lines()
+        .find(|l| l.starts_with("apiserver_flowcontrol_rejected_requests_total{flow_schema=\"loaders\",priority_level=\"tiny\",reason=\"time-out\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok());
+    assert_eq!(timed_out, Some(refused.len() as f64), "the time-outs are counted");
     assert!(hurried.iter().all(|r| r.0 == 200 || r.0 == 429 || r.0 == 504), "{:?}", hurried.iter().map(|r| r.0).collect::<Vec<_>>());
 }

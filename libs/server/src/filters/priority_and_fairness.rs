@@ -102,15 +102,19 @@ where
         };
     };
     let long_running = req.extensions().get::<RequestInfo>().is_some_and(RequestInfo::is_long_running);
+    let arrived = std::time::Instant::now();
     let seat = match &decision.queues {
         Some(level) if !long_running => {
             let limit = wait_limit(srv.options.request_timeout, req.uri().query());
             let seats = req.extensions().get::<RequestInfo>().map_or(1, |info| work_estimate(&srv, info, req.uri().query(), decision.max_seats));
-            let seat = match level.arrive(fc.next_id(), decision.flow_hash, seats) {
-                Admission::Admitted(ticket) => ticket.wait(limit).await,
-                Admission::Rejected => None,
+            // kube's rejection reasons: no place in a queue (or a level that does not queue),
+            // or the wait ran out.
+            let (seat, reason) = match level.arrive(fc.next_id(), decision.flow_hash, seats) {
+                Admission::Admitted(ticket) => (ticket.wait(limit).await, "time-out"),
+                Admission::Rejected => (None, if level.queues() { "queue-full" } else { "concurrency-limit" }),
             };
             if seat.is_none() {
+                crate::metrics::flowcontrol_rejected(&decision.schema, &decision.level, reason, arrived.elapsed());
                 super::drain_body(req.into_body(), srv.options.max_body_bytes).await;
                 return with_headers(super::max_in_flight::too_many_requests(), &decision.schema_uid, &decision.level_uid);
             }
@@ -118,6 +122,7 @@ where
         }
         _ => None,
     };
+    crate::metrics::flowcontrol_dispatched(&decision.schema, &decision.level, arrived.elapsed());
     let resp = match inner.oneshot(req).await {
         Ok(resp) => with_headers(resp, &decision.schema_uid, &decision.level_uid),
         Err(never) => match never {},

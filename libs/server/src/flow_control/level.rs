@@ -66,6 +66,11 @@ impl Level {
         inner.deliver(now);
     }
 
+    /// Whether the level queues requests (kube's `Queue` limit response) or rejects at once.
+    pub fn queues(&self) -> bool {
+        self.lock().set.queues()
+    }
+
     /// Seats in use and requests waiting now.
     pub fn load(&self) -> (u32, usize) {
         let inner = self.lock();

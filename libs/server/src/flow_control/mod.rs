@@ -47,6 +47,10 @@ pub struct Snapshot {
 /// Where a request goes, for the filter.
 #[derive(Debug)]
 pub struct Decision {
+    /// The matching FlowSchema's name (the metrics' `flow_schema`).
+    pub schema: String,
+    /// Its level's name (the metrics' `priority_level`).
+    pub level: String,
     /// The matching FlowSchema's UID (the `X-Kubernetes-PF-FlowSchema-UID` header).
     pub schema_uid: String,
     /// Its level's UID (the `X-Kubernetes-PF-PriorityLevel-UID` header).
@@ -115,11 +119,13 @@ impl Snapshot {
         let entry = self.levels.get(&class.level.name)?;
         let (schema, distinguisher) = class.flow(digest);
         Some(Decision {
+            level: class.level.name.clone(),
             schema_uid: self.schema_uids.get(&schema).cloned().unwrap_or_default(),
             level_uid: entry.uid.clone(),
             queues: entry.queues.clone(),
             flow_hash: flow_hash(&schema, &distinguisher),
             max_seats: entry.limits.max_seats,
+            schema,
         })
     }
 }

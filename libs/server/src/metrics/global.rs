@@ -10,6 +10,9 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Registr
 use super::{opts, register};
 
 struct Global {
+    flowcontrol_dispatched: IntCounterVec,
+    flowcontrol_rejected: IntCounterVec,
+    flowcontrol_wait: HistogramVec,
     rest_client_requests: IntCounterVec,
     rest_client_duration: HistogramVec,
     audit_events: IntCounter,
@@ -21,6 +24,26 @@ struct Global {
 }
 
 static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
+    flowcontrol_dispatched: IntCounterVec::new(
+        opts("apiserver_flowcontrol_dispatched_requests_total", "BETA", "Number of requests executed by API Priority and Fairness subsystem"),
+        &["flow_schema", "priority_level"],
+    )
+    .expect("metric definition"),
+    flowcontrol_rejected: IntCounterVec::new(
+        opts("apiserver_flowcontrol_rejected_requests_total", "BETA", "Number of requests rejected by API Priority and Fairness subsystem"),
+        &["flow_schema", "priority_level", "reason"],
+    )
+    .expect("metric definition"),
+    flowcontrol_wait: HistogramVec::new(
+        HistogramOpts::from(opts(
+            "apiserver_flowcontrol_request_wait_duration_seconds",
+            "BETA",
+            "Length of time a request spent waiting in its queue",
+        ))
+        .buckets(vec![0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0]),
+        &["flow_schema", "priority_level", "execute"],
+    )
+    .expect("metric definition"),
     rest_client_requests: IntCounterVec::new(
         opts("rest_client_requests_total", "ALPHA", "Number of HTTP requests, partitioned by status code, method, and host."),
         &["code", "host", "method"],
@@ -81,6 +104,9 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
 });
 
 pub(super) fn register_into(registry: &Registry) {
+    register(registry, GLOBAL.flowcontrol_dispatched.clone());
+    register(registry, GLOBAL.flowcontrol_rejected.clone());
+    register(registry, GLOBAL.flowcontrol_wait.clone());
     register(registry, GLOBAL.rest_client_requests.clone());
     register(registry, GLOBAL.rest_client_duration.clone());
     register(registry, GLOBAL.audit_events.clone());
@@ -126,6 +152,20 @@ impl kapi_admission::AdmissionObserver for AdmissionMetrics {
 /// Counts one audit event handed to the audit backend.
 pub fn audit_event() {
     GLOBAL.audit_events.inc();
+}
+
+/// API Priority and Fairness: a request of `schema`/`level` dispatched after waiting `waited`
+/// (zero for exempt levels and requests dispatched at once).
+pub fn flowcontrol_dispatched(schema: &str, level: &str, waited: std::time::Duration) {
+    GLOBAL.flowcontrol_dispatched.with_label_values(&[schema, level]).inc();
+    GLOBAL.flowcontrol_wait.with_label_values(&[schema, level, "true"]).observe(waited.as_secs_f64());
+}
+
+/// API Priority and Fairness: a request rejected for `reason` (kube's `queue-full`,
+/// `concurrency-limit`, `time-out`) after waiting `waited`.
+pub fn flowcontrol_rejected(schema: &str, level: &str, reason: &str, waited: std::time::Duration) {
+    GLOBAL.flowcontrol_rejected.with_label_values(&[schema, level, reason]).inc();
+    GLOBAL.flowcontrol_wait.with_label_values(&[schema, level, "false"]).observe(waited.as_secs_f64());
 }
 
 /// client-go's request metrics for the webhooks kapi calls (admission, conversion,
