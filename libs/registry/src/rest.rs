@@ -212,6 +212,8 @@ pub struct ListPage {
     pub continue_token: Option<String>,
     /// Items after this page (before filtering), when known.
     pub remaining: Option<u64>,
+    /// Objects read and tested against the selectors (kube's fetched and evaluated counts).
+    pub examined: u64,
 }
 
 /// `DeleteOptions` that change what delete does.
@@ -337,9 +339,10 @@ impl RestStore {
             };
             self.caches.wait_for(wait_for, CACHE_WAIT).await.map_err(watch_error)?;
             let (objects, rev) = cache.list(&prefix);
+            let examined = objects.len() as u64;
             let pred = Self::predicate(strategy, params);
             let items = objects.into_iter().map(|o| o.object).filter(|o| pred(o)).collect();
-            return Ok(ListPage { items, resource_version: rev, continue_token: None, remaining: None });
+            return Ok(ListPage { items, resource_version: rev, continue_token: None, remaining: None, examined });
         }
 
         let (revision, mut start_after) = match &params.continue_token {
@@ -352,6 +355,7 @@ impl RestStore {
         let want = limit.unwrap_or(usize::MAX);
         let pred = Self::predicate(strategy, params);
         let mut items = Vec::new();
+        let mut examined = 0u64;
         let mut snapshot = revision;
         loop {
             let page_size = (want - items.len()).clamp(1, 1000);
@@ -365,6 +369,7 @@ impl RestStore {
                 })?;
             snapshot = Some(page.revision);
             for kv in &page.items {
+                examined += 1;
                 let obj = decode_stored(kv)?;
                 if pred(&obj) {
                     items.push(Arc::new(obj));
@@ -377,7 +382,7 @@ impl RestStore {
             let last_consumed = page.items.last().map(|kv| kv.key.clone());
             let exhausted = !page.more && start_after == last_consumed;
             if exhausted || page.items.is_empty() {
-                return Ok(ListPage { items, resource_version: page.revision, continue_token: None, remaining: None });
+                return Ok(ListPage { items, resource_version: page.revision, continue_token: None, remaining: None, examined });
             }
             if items.len() >= want {
                 let last = start_after.unwrap_or_default();
@@ -388,6 +393,7 @@ impl RestStore {
                     resource_version: page.revision,
                     continue_token: Some(continue_token::encode(page.revision, &relative)),
                     remaining,
+                    examined,
                 });
             }
         }

@@ -240,6 +240,18 @@ fn dashboards(kapi: &Kapi, port: u16) {
             panic!("promtool check metrics {path}:\n{problems}");
         }
     }
+    // LISTs served: how many, and the objects they read and returned (3 ConfigMaps per LIST).
+    let text = kapi.request(&Request::get("/metrics").accept("text/plain")).raw;
+    let series = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{resource=\"configmaps\"}}")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(series("apiserver_storage_list_total") >= 2.0, "{text}");
+    assert!(series("apiserver_storage_list_returned_objects_total") >= 6.0, "{text}");
+    assert!(series("apiserver_storage_list_fetched_objects_total") >= series("apiserver_storage_list_returned_objects_total"));
     let slis = kapi.request(&Request::get("/metrics/slis").accept("text/plain")).raw;
     assert!(slis.contains("kubernetes_healthcheck{name=\"ping\",type=\"readyz\"} 1"), "{slis}");
     assert!(slis.contains("kubernetes_healthchecks_total{name=\"ping\",status=\"success\",type=\"readyz\"}"), "{slis}");

@@ -10,6 +10,10 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Registr
 use super::{opts, register};
 
 struct Global {
+    storage_list_total: IntCounterVec,
+    storage_list_fetched: IntCounterVec,
+    storage_list_evaluated: IntCounterVec,
+    storage_list_returned: IntCounterVec,
     flowcontrol_dispatched: IntCounterVec,
     flowcontrol_rejected: IntCounterVec,
     flowcontrol_wait: HistogramVec,
@@ -24,6 +28,23 @@ struct Global {
 }
 
 static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
+    storage_list_total: IntCounterVec::new(opts("apiserver_storage_list_total", "ALPHA", "Number of LIST requests served from storage"), &["resource"])
+        .expect("metric definition"),
+    storage_list_fetched: IntCounterVec::new(
+        opts("apiserver_storage_list_fetched_objects_total", "ALPHA", "Number of objects read from storage in the course of serving a LIST request"),
+        &["resource"],
+    )
+    .expect("metric definition"),
+    storage_list_evaluated: IntCounterVec::new(
+        opts("apiserver_storage_list_evaluated_objects_total", "ALPHA", "Number of objects tested in the course of serving a LIST request from storage"),
+        &["resource"],
+    )
+    .expect("metric definition"),
+    storage_list_returned: IntCounterVec::new(
+        opts("apiserver_storage_list_returned_objects_total", "ALPHA", "Number of objects returned for a LIST request from storage"),
+        &["resource"],
+    )
+    .expect("metric definition"),
     flowcontrol_dispatched: IntCounterVec::new(
         opts("apiserver_flowcontrol_dispatched_requests_total", "BETA", "Number of requests executed by API Priority and Fairness subsystem"),
         &["flow_schema", "priority_level"],
@@ -104,6 +125,10 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
 });
 
 pub(super) fn register_into(registry: &Registry) {
+    register(registry, GLOBAL.storage_list_total.clone());
+    register(registry, GLOBAL.storage_list_fetched.clone());
+    register(registry, GLOBAL.storage_list_evaluated.clone());
+    register(registry, GLOBAL.storage_list_returned.clone());
     register(registry, GLOBAL.flowcontrol_dispatched.clone());
     register(registry, GLOBAL.flowcontrol_rejected.clone());
     register(registry, GLOBAL.flowcontrol_wait.clone());
@@ -152,6 +177,15 @@ impl kapi_admission::AdmissionObserver for AdmissionMetrics {
 /// Counts one audit event handed to the audit backend.
 pub fn audit_event() {
     GLOBAL.audit_events.inc();
+}
+
+/// One LIST served from the store or its watch cache (kube's `apiserver_storage_list_*`, by
+/// `group.resource`, the resource alone for the core group).
+pub fn storage_list(resource: &str, examined: u64, returned: u64) {
+    GLOBAL.storage_list_total.with_label_values(&[resource]).inc();
+    GLOBAL.storage_list_fetched.with_label_values(&[resource]).inc_by(examined);
+    GLOBAL.storage_list_evaluated.with_label_values(&[resource]).inc_by(examined);
+    GLOBAL.storage_list_returned.with_label_values(&[resource]).inc_by(returned);
 }
 
 /// API Priority and Fairness: a request of `schema`/`level` dispatched after waiting `waited`

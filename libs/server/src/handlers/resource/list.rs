@@ -143,6 +143,11 @@ pub(super) async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Op
     let strategy = scope.strategy();
     let params = list_params(spec, query)?;
     let mut page = srv.rest.list(strategy, ns, &params).await?;
+    {
+        let spec = scope.spec();
+        let resource = if spec.group.is_empty() { spec.resource.to_owned() } else { format!("{}.{}", spec.resource, spec.group) };
+        crate::metrics::storage_list(&resource, page.examined, page.items.len() as u64);
+    }
     if !scope.converts() {
         for item in page.items.iter_mut() {
             if let Some(defaulted) = scope.read_defaults(item) {
