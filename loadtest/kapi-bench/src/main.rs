@@ -11,6 +11,7 @@ mod audit;
 mod authz;
 mod client;
 mod crds;
+mod encryption;
 mod rapid_reset;
 mod replicas;
 mod stats;
@@ -73,6 +74,8 @@ enum Section {
     Admission,
     /// Creates and GETs without auditing and with every request audited at Metadata.
     Audit,
+    /// Secret creates and GETs with identity, aescbc and a KMS v2 plugin.
+    Encryption,
     /// API Priority and Fairness off vs on: one user floods with LISTs while another does GETs
     /// and writes, a leader-election client renews a Lease and system:masters reads.
     Apf,
@@ -660,6 +663,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Audit) {
         report.push_str(&audit::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Encryption) {
+        report.push_str(&encryption::run(&cli.kapi_bin, cli.quick).await?);
     }
     if wants(Section::Apf) {
         report.push_str(&apf::run(&cli.kapi_bin, cli.quick).await?);

@@ -56,6 +56,11 @@ fn quick_run_reports_every_measurement() {
         "## HTTP/2 rapid reset",
         "| unauthenticated attacker |",
         "| authenticated attacker |",
+        // Encryption at rest: Secrets with identity, aescbc and the KMS v2 test plugin.
+        "## Encryption at rest",
+        "| creates, aescbc |",
+        "| creates, KMS v2 |",
+        "| GETs, KMS v2 |",
     ] {
         assert!(
             stdout.contains(needle),

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kapi_e2e::{run_with_timeout, Kapi, Request, Streaming};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const SECRETS: &str = "/api/v1/namespaces/default/secrets";
 const COUNT: usize = 40;
