@@ -63,20 +63,9 @@ pub fn go_quoted(items: &[String]) -> String {
     format!("[{}]", q.join(" "))
 }
 
-/// encoding/json's name for the kind of a JSON value.
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
 
 fn unmarshal_error(v: &Value, field: &str, go_type: &str) -> String {
-    format!("json: cannot unmarshal {} into Go struct field .{field} of type {go_type}", json_kind(v))
+    format!("json: cannot unmarshal {} into Go struct field .{field} of type {go_type}", kapi_apimachinery::patch::json_kind(v))
 }
 
 /// A NumericDate claim as go-oidc's `jsonTime` reads it: whole seconds (fractions dropped).

@@ -371,15 +371,7 @@ fn eval_error(e: &EvalError) -> String {
 
 /// encoding/json's error for a claim of the wrong type.
 fn go_unmarshal(v: &Value, go_type: &str) -> String {
-    let kind = match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
-    format!("json: cannot unmarshal {kind} into Go value of type {go_type}")
+    format!("json: cannot unmarshal {} into Go value of type {go_type}", kapi_apimachinery::patch::json_kind(v))
 }
 
 /// kube's `unmarshalClaim` into a string.

@@ -291,16 +291,6 @@ fn from_flags(issuer: &str, client_id: &str, flags: &OidcFlags) -> Result<(JwtAu
 
 // ---- decoding ----
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
 
 /// Decodes with kube's strict decoder's errors: unknown fields and wrong types name the field.
 struct Decoder {
@@ -328,7 +318,7 @@ impl Decoder {
     }
 
     fn type_error(&mut self, v: &Value, path: &str, go_type: &str) {
-        self.errors.push(format!("json: cannot unmarshal {} into Go struct field {path} of type {go_type}", kind_of(v)));
+        self.errors.push(format!("json: cannot unmarshal {} into Go struct field {path} of type {go_type}", kapi_apimachinery::patch::json_kind(v)));
     }
 
     fn string(&mut self, m: &serde_json::Map<String, Value>, key: &str, path: &str) -> String {
