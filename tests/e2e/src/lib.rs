@@ -13,6 +13,7 @@ pub mod load;
 mod nats;
 mod process;
 pub mod raw;
+pub mod scan;
 mod admission_webhook;
 mod auth_webhook;
 mod oidc_issuer;

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kapi_e2e::scan::{contains, data_bytes};
 use kapi_e2e::{run_with_timeout, Kapi, Request, Streaming};
 use serde_json::json;
 
@@ -83,26 +84,6 @@ fn write_config(path: &Path, socket: &Path) {
     std::fs::write(path, text).expect("write the encryption configuration");
 }
 
-/// Every byte kapi has written under its data directory (database, WAL, anything else).
-fn data_bytes(dir: &Path) -> Vec<u8> {
-    let mut all = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                all.extend(std::fs::read(&path).unwrap_or_default());
-            }
-        }
-    }
-    all
-}
-
-fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
 
 fn value(i: usize) -> String {
     format!("KMS-SECRET-VALUE-{i:03}")
