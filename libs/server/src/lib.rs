@@ -43,6 +43,7 @@ pub mod tier;
 pub mod tls;
 pub mod tls_files;
 pub mod tls_policy;
+pub mod tls_sni;
 pub mod transform;
 pub mod watch_stream;
 

@@ -101,12 +101,24 @@ pub fn server_config_with(
     client_ca_pem: Option<&str>,
     policy: &crate::tls_policy::TlsPolicy,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    server_config_named(cert_pem, key_pem, client_ca_pem, policy, &[])
+}
+
+/// [`server_config_with`] with `--tls-sni-cert-key` certificates chosen by the client's SNI.
+pub fn server_config_named(
+    cert_pem: &str,
+    key_pem: &str,
+    client_ca_pem: Option<&str>,
+    policy: &crate::tls_policy::TlsPolicy,
+    named: &[crate::tls_sni::SniPem],
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let chain = parse_certificates(cert_pem, "the serving certificate")?;
     if chain.is_empty() {
         return Err(TlsError::NoCertificate);
     }
     let key = parse_private_key(key_pem)?;
     let provider = Arc::new(CryptoProvider { cipher_suites: policy.suites(), ..rustls::crypto::ring::default_provider() });
+    let resolver = if named.is_empty() { None } else { Some(Arc::new(crate::tls_sni::SniResolver::new(&provider, (cert_pem, key_pem), named)?)) };
     let builder = rustls::ServerConfig::builder_with_provider(provider).with_protocol_versions(policy.versions())?;
     let builder = match client_ca_pem {
         Some(ca) => {
@@ -115,7 +127,10 @@ pub fn server_config_with(
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(chain, key)?;
+    let mut config = match resolver {
+        Some(resolver) => builder.with_cert_resolver(resolver),
+        None => builder.with_single_cert(chain, key)?,
+    };
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -21,6 +21,8 @@ pub struct TlsFiles {
     pub generated: (String, String, String),
     /// `--tls-min-version`, `--tls-cipher-suites`.
     pub policy: TlsPolicy,
+    /// `--tls-sni-cert-key`.
+    pub sni: Vec<crate::tls_sni::SniCertKey>,
 }
 
 fn read(path: &PathBuf, flag: &str) -> Result<String, String> {
@@ -30,7 +32,7 @@ fn read(path: &PathBuf, flag: &str) -> Result<String, String> {
 impl TlsFiles {
     /// Whether any of the material is a file that can change.
     pub fn watched(&self) -> bool {
-        self.serving.is_some() || self.client_ca.is_some() || self.front_proxy_ca.is_some()
+        self.serving.is_some() || self.client_ca.is_some() || self.front_proxy_ca.is_some() || !self.sni.is_empty()
     }
 
     /// The configuration from the files as they are now.
@@ -47,7 +49,14 @@ impl TlsFiles {
         // The TLS layer asks for certificates of either CA (clients pick theirs by the hints).
         let all_cas = format!("{client_ca}\n{}", front_proxy_ca.as_deref().unwrap_or(""));
         let text = |e: TlsError| e.to_string();
-        let config = tls::server_config_with(&cert_pem, &key_pem, Some(&all_cas), &self.policy).map_err(text)?;
+        let named = self
+            .sni
+            .iter()
+            .map(|s| {
+                Ok(crate::tls_sni::SniPem { cert: read(&s.cert, "--tls-sni-cert-key")?, key: read(&s.key, "--tls-sni-cert-key")?, names: s.names.clone() })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let config = tls::server_config_named(&cert_pem, &key_pem, Some(&all_cas), &self.policy, &named).map_err(text)?;
         let verifiers = ChainVerifiers {
             client: Some(ClientChainVerifier::new(&client_ca).map_err(text)?),
             front_proxy: front_proxy_ca.as_deref().map(ClientChainVerifier::new).transpose().map_err(text)?,
@@ -59,7 +68,13 @@ impl TlsFiles {
 impl TlsSource for TlsFiles {
     fn fingerprint(&self) -> u64 {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        let files = self.serving.iter().flat_map(|(c, k)| [c, k]).chain(self.client_ca.iter()).chain(self.front_proxy_ca.iter());
+        let files = self
+            .serving
+            .iter()
+            .flat_map(|(c, k)| [c, k])
+            .chain(self.client_ca.iter())
+            .chain(self.front_proxy_ca.iter())
+            .chain(self.sni.iter().flat_map(|s| [&s.cert, &s.key]));
         for path in files {
             std::fs::read(path).unwrap_or_default().hash(&mut hasher);
         }

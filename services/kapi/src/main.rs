@@ -293,6 +293,11 @@ struct Cli {
     /// TLS 1.2 cipher suites served, by Go name (comma-separated); TLS 1.3's are always on.
     #[arg(long, value_delimiter = ',')]
     tls_cipher_suites: Vec<String>,
+    /// A certificate and key served to clients asking for certain names (SNI):
+    /// `cert,key` (the certificate's own names) or `cert,key:*.example.com,example.com`;
+    /// repeatable.
+    #[arg(long)]
+    tls_sni_cert_key: Vec<kapi_server::tls_sni::SniCertKey>,
     /// audit.k8s.io/v1 Policy file: which requests are audited, at which level. Without it,
     /// nothing is audited.
     #[arg(long)]
@@ -579,6 +584,7 @@ fn main() -> ExitCode {
         bind_address: cli.bind_address,
         secure_port: cli.secure_port,
         data_dir: cli.data_dir,
+        tls_sni_cert_keys: cli.tls_sni_cert_key,
         tls_cert_file: cli.tls_cert_file,
         tls_private_key_file: cli.tls_private_key_file,
         client_ca_file: cli.client_ca_file,

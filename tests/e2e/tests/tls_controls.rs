@@ -25,8 +25,18 @@ fn serving_cert(kapi: &Kapi, dir: &Path, name: &str, cn: &str) {
 
 /// The subject of the certificate served on `port`, or the handshake's failure.
 fn served_subject(port: u16, version: &str) -> Result<String, String> {
+    served_subject_for(port, version, None)
+}
+
+/// [`served_subject`] for a client asking for `server_name` (SNI).
+fn served_subject_for(port: u16, version: &str, server_name: Option<&str>) -> Result<String, String> {
+    let mut args = vec!["s_client".to_owned(), "-connect".to_owned(), format!("127.0.0.1:{port}"), version.to_owned()];
+    match server_name {
+        Some(name) => args.extend(["-servername".to_owned(), name.to_owned()]),
+        None => args.push("-noservername".to_owned()),
+    }
     let s_client = Command::new("openssl")
-        .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), version])
+        .args(&args)
         .stdin(Stdio::null())
         .output()
         .expect("openssl s_client");
@@ -137,4 +147,32 @@ fn hsts_and_cors_headers_as_kube_sets_them() {
     assert_eq!(status, 200);
     assert_eq!(header(&h, "access-control-allow-origin"), None);
     assert!(header(&h, "strict-transport-security").is_some());
+}
+
+/// `--tls-sni-cert-key`: a client asking for a name gets the certificate for it (explicit
+/// patterns, wildcards, or the certificate's own names), anyone else the default.
+#[test]
+fn sni_names_choose_the_serving_certificate() {
+    let first = Kapi::start().expect("start kapi");
+    let dir = tempfile::tempdir().expect("dir");
+    serving_cert(&first, dir.path(), "plain", "sni-plain");
+    serving_cert(&first, dir.path(), "wild", "sni-wild");
+    // A certificate whose own names pick it: CN and SAN api.example.net.
+    let pki = first.pki_dir();
+    openssl(dir.path(), &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "own.key", "-out", "own.csr", "-subj", "/CN=api.example.net"]);
+    std::fs::write(dir.path().join("own.cnf"), "subjectAltName=DNS:api.example.net\n").expect("ext");
+    let (ca, ca_key) = (pki.join("ca.crt"), pki.join("ca.key"));
+    openssl(dir.path(), &["x509", "-req", "-in", "own.csr", "-CA", ca.to_str().unwrap(), "-CAkey", ca_key.to_str().unwrap(), "-CAcreateserial", "-out", "own.crt", "-days", "1", "-extfile", "own.cnf"]);
+    let file = |n: &str| dir.path().join(n).to_str().expect("utf-8").to_owned();
+    let plain = format!("{},{}:plain.example.com", file("plain.crt"), file("plain.key"));
+    let wild = format!("{},{}:*.example.com", file("wild.crt"), file("wild.key"));
+    let own = format!("{},{}", file("own.crt"), file("own.key"));
+    let kapi = first.start_replica(&["--tls-sni-cert-key", &plain, "--tls-sni-cert-key", &wild, "--tls-sni-cert-key", &own]).expect("start with SNI certificates");
+    let subject = |name: Option<&str>| served_subject_for(kapi.port(), "-tls1_3", name).expect("handshake");
+    assert!(subject(Some("plain.example.com")).contains("sni-plain"), "exact name beats the wildcard");
+    assert!(subject(Some("other.example.com")).contains("sni-wild"), "the wildcard");
+    assert!(subject(Some("api.example.net")).contains("api.example.net"), "the certificate's own name");
+    let default = subject(None);
+    assert!(!default.contains("sni-") && !default.contains("example"), "no SNI: the default serving certificate, got {default}");
+    assert_eq!(kapi.request(&Request::get("/api/v1/namespaces/default")).status, 200);
 }

@@ -158,6 +158,7 @@ fn prepare(opts: &Options) -> Result<Prepared, StartError> {
         front_proxy_ca: opts.requestheader_client_ca_file.clone(),
         generated: (pki.serving_cert_pem.clone(), pki.serving_key_pem.clone(), pki.ca_cert_pem.clone()),
         policy: opts.tls_policy.clone(),
+        sni: opts.tls_sni_cert_keys.clone(),
     };
     let (tls_config, client_chains) = files.material().map_err(StartError::Config)?;
     let tls_source: Option<Arc<dyn serve::TlsSource>> = files.watched().then(|| Arc::new(files) as Arc<dyn serve::TlsSource>);

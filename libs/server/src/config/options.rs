@@ -109,6 +109,8 @@ pub struct Options {
     pub authentication: crate::oidc::AuthenticationSettings,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
     pub service_network: kapi_registry::service_alloc::ServiceNetwork,
+    /// `--tls-sni-cert-key`: serving certificates chosen by the client's SNI.
+    pub tls_sni_cert_keys: Vec<crate::tls_sni::SniCertKey>,
     /// `--tls-min-version` and `--tls-cipher-suites`.
     pub tls_policy: crate::tls_policy::TlsPolicy,
     /// `--encryption-provider-config`, read and validated: which resources are stored
@@ -181,6 +183,7 @@ impl Default for Options {
             livez_grace_period: Duration::ZERO,
             goaway_chance: 0.0,
             http_log: false,
+            tls_sni_cert_keys: Vec::new(),
             service_network: Default::default(),
             controllers: Default::default(),
             token_webhook: None,
