@@ -17,4 +17,4 @@ pub mod store;
 
 pub use config::{load, parse, ConfigError, EncryptionConfig};
 pub use providers::{DecryptError, EncryptError, Transformer};
-pub use store::EncryptedStore;
+pub use store::{EncryptedStore, LiveConfig};

@@ -6,32 +6,62 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use kapi_storage::{DynStore, Event, KeyValue, ListOptions, ListResult, Result, Revision, StorageError, Store};
 
+use std::sync::{Arc, RwLock};
+
 use crate::config::EncryptionConfig;
 use crate::providers::Transformer;
+
+/// The configuration in force, swapped whole when `--encryption-provider-config-automatic-reload`
+/// reads a new file: a write or read uses the configuration it started with.
+#[derive(Debug)]
+pub struct LiveConfig(RwLock<Arc<EncryptionConfig>>);
+
+impl LiveConfig {
+    /// Starts with `config`.
+    pub fn new(config: EncryptionConfig) -> Self {
+        LiveConfig(RwLock::new(Arc::new(config)))
+    }
+
+    /// The configuration in force now.
+    pub fn current(&self) -> Arc<EncryptionConfig> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Puts `config` in force for the writes and reads that start from now on.
+    pub fn replace(&self, config: EncryptionConfig) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+    }
+}
 
 /// The encrypting wrapper of a backend.
 pub struct EncryptedStore {
     inner: DynStore,
-    config: EncryptionConfig,
+    config: Arc<LiveConfig>,
+}
+
+fn transformer<'c>(config: &'c EncryptionConfig, key: &str) -> Option<&'c Transformer> {
+    let mut parts = key.strip_prefix("/registry/")?.split('/');
+    let group = parts.next()?;
+    let resource = parts.next()?;
+    config.transformer(if group == "core" { "" } else { group }, resource)
 }
 
 impl EncryptedStore {
     /// Wraps `inner` with `config`.
     pub fn new(inner: DynStore, config: EncryptionConfig) -> Self {
-        EncryptedStore { inner, config }
+        Self::live(inner, Arc::new(LiveConfig::new(config)))
     }
 
-    fn transformer(&self, key: &str) -> Option<&Transformer> {
-        let mut parts = key.strip_prefix("/registry/")?.split('/');
-        let group = parts.next()?;
-        let resource = parts.next()?;
-        self.config.transformer(if group == "core" { "" } else { group }, resource)
+    /// Wraps `inner` with a configuration that may be replaced while it serves.
+    pub fn live(inner: DynStore, config: Arc<LiveConfig>) -> Self {
+        EncryptedStore { inner, config }
     }
 
     /// The value as stored. Sealing fails only for a KMS provider without a usable seed (the
     /// plugin never answered, or stopped answering long enough): kube's error, nothing stored.
     fn seal(&self, key: &str, value: Bytes) -> Result<Bytes> {
-        match self.transformer(key) {
+        let config = self.config.current();
+        match transformer(&config, key) {
             Some(t) if !t.writes_plaintext() => {
                 // kube's create and update answer the transformer's error as it is.
                 t.encrypt(key, &value).map(Bytes::from).map_err(|e| StorageError::Backend(e.to_string()))
@@ -44,7 +74,8 @@ impl EncryptedStore {
     /// key (or written in plaintext where it would now be sealed). Awaits a KMS plugin when
     /// its DEK is not cached.
     async fn open(&self, key: &str, value: Bytes) -> Result<(Bytes, bool)> {
-        match self.transformer(key) {
+        let config = self.config.current();
+        match transformer(&config, key) {
             // Deleted-key tombstones carry no value.
             Some(t) if !value.is_empty() => t
                 .decrypt(key, &value)

@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod controllers;
 pub mod decode;
+pub mod encryption_reload;
 pub mod endpoints;
 pub mod field_manager;
 pub mod field_validation;

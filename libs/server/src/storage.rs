@@ -51,7 +51,7 @@ pub fn open(opts: &Options) -> Result<DynStore, StartError> {
         StorageBackend::Fdb => open_fdb(opts)?,
     };
     Ok(match &opts.encryption {
-        Some(config) => std::sync::Arc::new(kapi_encryption::EncryptedStore::new(store, config.clone())),
+        Some(config) => std::sync::Arc::new(kapi_encryption::EncryptedStore::live(store, config.clone())),
         None => store,
     })
 }

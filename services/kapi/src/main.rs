@@ -268,9 +268,16 @@ struct Cli {
     #[arg(long, value_delimiter = ',', default_value = "Hostname,InternalDNS,InternalIP,ExternalDNS,ExternalIP")]
     kubelet_preferred_address_types: Vec<String>,
     /// EncryptionConfiguration file: which resources are stored encrypted, and how
-    /// (identity, aescbc, aesgcm, secretbox providers).
+    /// (identity, aescbc, aesgcm, secretbox, kms v2 providers).
     #[arg(long)]
     encryption_provider_config: Option<PathBuf>,
+    /// Read --encryption-provider-config again when it changes, without a restart.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    encryption_provider_config_automatic_reload: bool,
+    /// How often the automatically reloaded encryption configuration is looked at (kube's
+    /// one minute; shorter for tests).
+    #[arg(long, default_value = "1m", value_parser = parse_go_duration, hide = true)]
+    encryption_provider_config_automatic_reload_interval: Duration,
     /// Admission plugins to run besides kube-apiserver's default set (comma-separated).
     #[arg(long, value_delimiter = ',')]
     enable_admission_plugins: Vec<String>,
@@ -452,11 +459,19 @@ fn main() -> ExitCode {
     }
     // A bad encryption configuration stops start-up like a bad flag, naming file and field.
     let encryption = match cli.encryption_provider_config.as_deref().map(kapi_encryption::load).transpose() {
-        Ok(config) => config,
+        Ok(config) => config.map(|c| std::sync::Arc::new(kapi_encryption::LiveConfig::new(c))),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(EX_USAGE);
         }
+    };
+    let encryption_reload = match (&cli.encryption_provider_config, cli.encryption_provider_config_automatic_reload) {
+        (Some(path), true) => Some((path.clone(), cli.encryption_provider_config_automatic_reload_interval)),
+        (None, true) => {
+            eprintln!("error: --encryption-provider-config-automatic-reload must be set with --encryption-provider-config");
+            return ExitCode::from(EX_USAGE);
+        }
+        _ => None,
     };
     let admission = match kapi_server::admission::AdmissionOptions::from_flags(
         &cli.enable_admission_plugins,
@@ -637,6 +652,7 @@ fn main() -> ExitCode {
             preferred_address_types: cli.kubelet_preferred_address_types,
         },
         encryption,
+        encryption_reload,
         admission,
         audit,
         tls_policy,

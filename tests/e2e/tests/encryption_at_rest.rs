@@ -94,3 +94,49 @@ fn a_bad_configuration_stops_start_up_naming_file_and_field() {
         "{stderr}"
     );
 }
+
+/// `--encryption-provider-config-automatic-reload`: a changed file is put in force without a
+/// restart (new writes sealed with the new first key, old data still read); a broken one is
+/// refused, counted, and the running configuration stays.
+#[test]
+fn the_configuration_reloads_without_a_restart() {
+    let config_dir = tempfile::tempdir().expect("tempdir");
+    let config = config_dir.path().join("encryption.yaml");
+    write_config(&config, &format!("  - aescbc: {{keys: [{{name: key1, secret: {KEY1}}}]}}\n  - identity: {{}}\n"));
+    let kapi = Kapi::start_with(&[
+        "--encryption-provider-config",
+        config.to_str().expect("utf-8 path"),
+        "--encryption-provider-config-automatic-reload",
+        "--encryption-provider-config-automatic-reload-interval",
+        "200ms",
+    ])
+    .expect("start kapi");
+    let create = |name: &str, value: &str| {
+        let r = kapi.request(&Request::new("POST", SECRETS).json(&secret(name, value)));
+        assert_eq!(r.status, 201, "{}", r.raw);
+    };
+    create("before", "RELOAD-BEFORE");
+    write_config(&config, &format!("  - aescbc: {{keys: [{{name: key2, secret: {KEY2}}}, {{name: key1, secret: {KEY1}}}]}}\n  - identity: {{}}\n"));
+    let reloaded = kapi_e2e::wait_for(std::time::Duration::from_secs(10), || {
+        let metrics = kapi.request(&Request::get("/metrics")).raw;
+        metrics.contains("apiserver_encryption_config_controller_automatic_reloads_total{status=\"success\"} 1").then_some(())
+    });
+    assert!(reloaded.is_some(), "the new configuration was loaded");
+    create("after", "RELOAD-AFTER");
+    let bytes = data_bytes(&kapi.data_dir());
+    assert!(contains(&bytes, "k8s:enc:aescbc:v1:key2:"), "the new write is sealed with key2");
+    assert!(!contains(&bytes, "RELOAD-AFTER") && !contains(&bytes, "RELOAD-BEFORE"));
+    assert_eq!(kapi.get_json(&format!("{SECRETS}/before"))["data"]["token"], "UkVMT0FELUJFRk9SRQ==", "key1 data still reads");
+
+    // A broken file is refused; the running configuration keeps sealing with key2.
+    std::fs::write(&config, "kind: EncryptionConfiguration\napiVersion: apiserver.config.k8s.io/v1\nresources: [{resources: [secrets], providers: [{aescbc: {keys: [{name: k, secret: short}]}}]}]\n").unwrap();
+    let refused = kapi_e2e::wait_for(std::time::Duration::from_secs(10), || {
+        let metrics = kapi.request(&Request::get("/metrics")).raw;
+        metrics.contains("apiserver_encryption_config_controller_automatic_reloads_total{status=\"failure\"} 1").then_some(())
+    });
+    assert!(refused.is_some(), "the broken configuration was refused");
+    create("still", "RELOAD-STILL");
+    let bytes = data_bytes(&kapi.data_dir());
+    assert!(!contains(&bytes, "RELOAD-STILL"), "still sealed after a refused reload");
+    assert_eq!(kapi.get_json(&format!("{SECRETS}/still"))["data"]["token"], "UkVMT0FELVNUSUxM");
+}

@@ -224,7 +224,7 @@ fn health_registry(
     use health::checks::{InformerSync, Log, Ping, Shutdown, Storage};
     let mut registry = health::Registry::new(opts.livez_grace_period, lifecycle.clone());
     registry.add_health_checks(&[Arc::new(Ping), Arc::new(Log), Arc::new(Storage::liveness(store.clone(), health::STORAGE_CHECK_TIMEOUT))]);
-    if let Some(encryption) = opts.encryption.as_ref().filter(|e| !e.kms_providers().is_empty()) {
+    if let Some(encryption) = opts.encryption.as_ref().filter(|e| !e.current().kms_providers().is_empty()) {
         registry.add_health_checks_without_livez(&[Arc::new(health::checks::KmsProviders(encryption.clone()))]);
     }
     registry.add_readyz_checks(&[
@@ -380,7 +380,10 @@ async fn build_server(
     // KMS v2 plugins: primed (each call bounded by its timeout) and polled from here on, as
     // kube does; a plugin that is down is not fatal (its writes fail until it answers).
     if let Some(encryption) = &opts.encryption {
-        encryption.start_kms().await;
+        encryption.current().start_kms().await;
+        if let Some((path, every)) = &opts.encryption_reload {
+            crate::encryption_reload::start(encryption.clone(), path.clone(), *every);
+        }
     }
     // Opened after the listener is up: health checks report it (`etcd`) while it waits, for
     // instance for another process's lock on a shared database.

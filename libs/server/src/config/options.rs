@@ -114,8 +114,12 @@ pub struct Options {
     /// `--tls-min-version` and `--tls-cipher-suites`.
     pub tls_policy: crate::tls_policy::TlsPolicy,
     /// `--encryption-provider-config`, read and validated: which resources are stored
-    /// encrypted, with which providers (None: everything as plaintext).
-    pub encryption: Option<kapi_encryption::EncryptionConfig>,
+    /// encrypted, with which providers (None: everything as plaintext); live, so that
+    /// `encryption_reload` can replace it.
+    pub encryption: Option<Arc<kapi_encryption::LiveConfig>>,
+    /// `--encryption-provider-config-automatic-reload`: the file to watch and how often to
+    /// look at it (kube's one minute).
+    pub encryption_reload: Option<(PathBuf, Duration)>,
     /// `--enable-admission-plugins`, `--disable-admission-plugins` and
     /// `--admission-control-config-file`, checked.
     pub admission: crate::admission::AdmissionOptions,
@@ -183,6 +187,7 @@ impl Default for Options {
             livez_grace_period: Duration::ZERO,
             goaway_chance: 0.0,
             http_log: false,
+            encryption_reload: None,
             tls_sni_cert_keys: Vec::new(),
             service_network: Default::default(),
             controllers: Default::default(),

@@ -80,14 +80,14 @@ impl HealthCheck for Storage {
 /// `kms-providers`: kube's check of the KMS v2 plugins of `--encryption-provider-config`
 /// (Status answers, healthz `ok`, a valid key ID; a new key ID gets a new DEK seed). Answers
 /// are reused for 20 s (3 s after a failure), as kube's.
-pub struct KmsProviders(pub kapi_encryption::EncryptionConfig);
+pub struct KmsProviders(pub std::sync::Arc<kapi_encryption::LiveConfig>);
 
 impl HealthCheck for KmsProviders {
     fn name(&self) -> &str {
         "kms-providers"
     }
     fn check(&self) -> CheckFuture<'_> {
-        Box::pin(async move { self.0.kms_health().await.map_err(CheckError::Kms) })
+        Box::pin(async move { self.0.current().kms_health().await.map_err(CheckError::Kms) })
     }
 }
 

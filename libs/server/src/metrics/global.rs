@@ -10,6 +10,7 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Registr
 use super::{opts, register};
 
 struct Global {
+    encryption_reloads: IntCounterVec,
     storage_list_total: IntCounterVec,
     storage_list_fetched: IntCounterVec,
     storage_list_evaluated: IntCounterVec,
@@ -28,6 +29,11 @@ struct Global {
 }
 
 static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
+    encryption_reloads: IntCounterVec::new(
+        opts("apiserver_encryption_config_controller_automatic_reloads_total", "ALPHA", "Total number of reload successes and failures of encryption configuration split by apiserver identity."),
+        &["status"],
+    )
+    .expect("metric definition"),
     storage_list_total: IntCounterVec::new(opts("apiserver_storage_list_total", "ALPHA", "Number of LIST requests served from storage"), &["resource"])
         .expect("metric definition"),
     storage_list_fetched: IntCounterVec::new(
@@ -125,6 +131,7 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
 });
 
 pub(super) fn register_into(registry: &Registry) {
+    register(registry, GLOBAL.encryption_reloads.clone());
     register(registry, GLOBAL.storage_list_total.clone());
     register(registry, GLOBAL.storage_list_fetched.clone());
     register(registry, GLOBAL.storage_list_evaluated.clone());
@@ -177,6 +184,11 @@ impl kapi_admission::AdmissionObserver for AdmissionMetrics {
 /// Counts one audit event handed to the audit backend.
 pub fn audit_event() {
     GLOBAL.audit_events.inc();
+}
+
+/// One automatic reload of the encryption configuration, done or refused.
+pub fn encryption_config_reload(success: bool) {
+    GLOBAL.encryption_reloads.with_label_values(&[if success { "success" } else { "failure" }]).inc();
 }
 
 /// One LIST served from the store or its watch cache (kube's `apiserver_storage_list_*`, by

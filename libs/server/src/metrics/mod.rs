@@ -21,7 +21,7 @@ use prometheus::core::Collector;
 use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 pub use exposition::respond;
-pub use global::{admission_step, audit_error, audit_event, flowcontrol_dispatched, flowcontrol_rejected, storage_list, AdmissionMetrics, RestClientMetrics};
+pub use global::{admission_step, encryption_config_reload, audit_error, audit_event, flowcontrol_dispatched, flowcontrol_rejected, storage_list, AdmissionMetrics, RestClientMetrics};
 pub use request::{RequestMetrics, WatchEvents};
 
 /// kube's `component` label value for everything kapi serves.
