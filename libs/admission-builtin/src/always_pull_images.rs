@@ -54,7 +54,7 @@ fn images(pod: &Value) -> HashSet<String> {
 
 /// Not a pod, a subresource, or an update that brings no new image.
 fn ignored(attrs: &Attributes) -> bool {
-    if !(attrs.subresource.is_empty() && attrs.resource.group.is_empty() && attrs.resource.name == "pods") {
+    if !attrs.is_core("pods") {
         return true;
     }
     match (attrs.operation, attrs.object.as_ref(), attrs.old_object.as_ref()) {

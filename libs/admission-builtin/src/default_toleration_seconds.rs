@@ -57,7 +57,7 @@ impl AdmissionPlugin for DefaultTolerationSeconds {
     }
 
     async fn admit(&self, attrs: &mut Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
-        if !(attrs.resource.group.is_empty() && attrs.resource.name == "pods" && attrs.subresource.is_empty()) {
+        if !attrs.is_core("pods") {
             return Ok(());
         }
         let Some(spec) = attrs.object.as_mut().and_then(|p| p.get_mut("spec")).and_then(Value::as_object_mut) else {

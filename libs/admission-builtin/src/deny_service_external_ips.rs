@@ -36,7 +36,7 @@ impl AdmissionPlugin for DenyServiceExternalIPs {
     }
 
     async fn validate(&self, attrs: &Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
-        if !(attrs.subresource.is_empty() && attrs.resource.group.is_empty() && attrs.resource.name == "services") {
+        if !attrs.is_core("services") {
             return Ok(());
         }
         let old = external_ips(attrs.old_object.as_ref());

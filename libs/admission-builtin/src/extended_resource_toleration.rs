@@ -39,7 +39,7 @@ impl AdmissionPlugin for ExtendedResourceToleration {
     }
 
     async fn admit(&self, attrs: &mut Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
-        if !(attrs.subresource.is_empty() && attrs.resource.group.is_empty() && attrs.resource.name == "pods") {
+        if !attrs.is_core("pods") {
             return Ok(());
         }
         let Some(pod) = attrs.object.as_mut() else { return Ok(()) };

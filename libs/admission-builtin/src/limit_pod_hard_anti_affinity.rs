@@ -31,7 +31,7 @@ impl AdmissionPlugin for LimitPodHardAntiAffinityTopology {
     }
 
     async fn validate(&self, attrs: &Attributes, _outcome: &mut Outcome) -> Result<(), ApiError> {
-        if !(attrs.subresource.is_empty() && attrs.resource.group.is_empty() && attrs.resource.name == "pods") {
+        if !attrs.is_core("pods") {
             return Ok(());
         }
         let terms = attrs

@@ -42,7 +42,7 @@ impl RuntimeClass {
 }
 
 fn applies(attrs: &Attributes) -> bool {
-    attrs.subresource.is_empty() && attrs.resource.group.is_empty() && attrs.resource.name == "pods"
+    attrs.is_core("pods")
 }
 
 /// Resource lists equal as quantities (`1000m` is `1`), as kube's semantic equality has it.

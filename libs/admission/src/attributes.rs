@@ -120,6 +120,13 @@ impl Attributes {
         kapi_apimachinery::gvk::GroupResource { group: self.resource.group.clone(), resource: self.resource.name.clone() }
     }
 
+    /// Whether the write is to the core-group `resource` itself, not a subresource (kube's
+    /// `a.GetResource().GroupResource() == core.Resource(...) && a.GetSubresource() == ""`, the
+    /// test most built-in plugins start with).
+    pub fn is_core(&self, resource: &str) -> bool {
+        self.subresource.is_empty() && self.resource.group.is_empty() && self.resource.name == resource
+    }
+
     /// kube's `admission.NewForbidden`: the write is refused with 403 and the plugin's reason.
     pub fn forbidden(&self, reason: &str) -> ApiError {
         let name = if self.name.is_empty() { self.object.as_ref().and_then(generate_name).unwrap_or_default() } else { self.name.clone() };

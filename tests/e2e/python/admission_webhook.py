@@ -19,12 +19,13 @@ Every call appends one JSON line {"path": "/<first segment>", "args": [...], "qu
 """
 import base64
 import json
-import ssl
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from https_json import send_bytes, serve
 
 LOG_LOCK = threading.Lock()
 
@@ -78,25 +79,14 @@ class Handler(BaseHTTPRequestHandler):
             body = b"<html>not a review</html>"
         else:
             body = json.dumps({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_bytes(self, body)
 
     def log_message(self, *args):
         pass
 
 
 def main():
-    port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    print("ready", flush=True)
-    server.serve_forever()
+    serve(Handler, int(sys.argv[1]), sys.argv[2], sys.argv[3])
 
 
 if __name__ == "__main__":

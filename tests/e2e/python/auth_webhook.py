@@ -9,10 +9,11 @@ file as one JSON line {"path": ..., "spec": ...}; each audit event as {"path": "
 Usage: auth_webhook.py <port> <cert.pem> <key.pem> <log>; prints "ready" once listening.
 """
 import json
-import ssl
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from https_json import send_json, serve
 
 LOCK = threading.Lock()
 
@@ -57,26 +58,14 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK, open(sys.argv[4], "a") as log:
             log.write(json.dumps({"path": path, "apiVersion": review.get("apiVersion"), "spec": review.get("spec")}) + "\n")
         status = token_status(review["spec"]) if path == "/authenticate" else access_status(review["spec"])
-        answer = {"apiVersion": review["apiVersion"], "kind": review["kind"], "status": status}
-        body = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, {"apiVersion": review["apiVersion"], "kind": review["kind"], "status": status})
 
     def log_message(self, *args):
         pass
 
 
 def main():
-    port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    print("ready", flush=True)
-    server.serve_forever()
+    serve(Handler, int(sys.argv[1]), sys.argv[2], sys.argv[3])
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ apps.demo.io: v1alpha1 keeps the image at spec.image; v1 moves it to spec.contai
 Usage: conversion_webhook.py <port> <cert.pem> <key.pem>; prints "ready" once listening.
 """
 import json
-import ssl
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from https_json import send_json, serve
 
 
 def convert(obj, desired):
@@ -39,25 +40,14 @@ class Handler(BaseHTTPRequestHandler):
             "kind": "ConversionReview",
             "response": {"uid": request["uid"], "convertedObjects": converted, "result": {"status": "Success"}},
         }
-        body = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, answer)
 
     def log_message(self, *args):
         pass
 
 
 def main():
-    port, cert, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    print("ready", flush=True)
-    server.serve_forever()
+    serve(Handler, int(sys.argv[1]), sys.argv[2], sys.argv[3])
 
 
 if __name__ == "__main__":

@@ -80,11 +80,6 @@ impl ServiceAllocator {
         ServiceAllocator { inner: Arc::new(Inner { network, ips: IpAllocator { rest }, ports }) }
     }
 
-    /// The configured ranges.
-    pub fn network(&self) -> &ServiceNetwork {
-        &self.inner.network
-    }
-
     /// The ranges `family` addresses come from now: the Ready ServiceCIDRs' in the watch
     /// cache, the default one first.
     fn ranges(&self, family: Family) -> Vec<Cidr> {

@@ -170,12 +170,7 @@ impl Authorizer for WebhookAuthorizer {
     /// For synchronous callers (CEL's authorizer library, escalation checks): the call made on
     /// this thread, which tokio's `block_in_place` frees of its other tasks meanwhile.
     fn authorize(&self, attrs: &Attributes) -> Decision {
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(|| handle.block_on(self.decide(attrs)))
-            }
-            _ => self.on_failure("the webhook authorizer needs the multi-threaded runtime"),
-        }
+        super::wait_in_place(self.decide(attrs)).unwrap_or_else(|| self.on_failure("the webhook authorizer needs the multi-threaded runtime"))
     }
 
     fn authorize_async<'a>(&'a self, attrs: &'a Attributes) -> kapi_auth::authn::Pending<'a, Decision> {

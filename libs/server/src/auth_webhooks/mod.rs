@@ -15,6 +15,18 @@ use std::time::Duration;
 use kapi_webhook::{CallError, Client, ClientConfig};
 use serde_json::Value;
 
+/// Runs `work` to completion on this thread for a synchronous caller (CEL's authorizer library,
+/// escalation checks), tokio's `block_in_place` handing the worker's other tasks to another
+/// thread meanwhile; None outside a multi-threaded runtime, where that is impossible.
+pub(crate) fn wait_in_place<T>(work: impl std::future::Future<Output = T>) -> Option<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            Some(tokio::task::block_in_place(|| handle.block_on(work)))
+        }
+        _ => None,
+    }
+}
+
 /// kube's webhook retry backoff (`DefaultRequestRetryBackoff`: 500 ms, ×1.5, 5 steps), cut
 /// short by the call's own timeout.
 const RETRY_DELAYS: [Duration; 4] =

@@ -3,7 +3,6 @@
 //! answer is cached for `--authentication-token-webhook-cache-ttl`, successes and refusals
 //! alike (a failed call is not cached: the next request asks again).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kapi_auth::{TokenAuthenticator, TokenOutcome, UserInfo};
@@ -129,18 +128,11 @@ impl TokenAuthenticator for WebhookTokenAuthenticator {
         if let Some(cached) = self.cache.get(&Self::cache_key(token, audiences)) {
             return cached;
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(|| handle.block_on(self.review(token, audiences)))
-            }
-            _ => TokenOutcome::Rejected("webhook token authentication needs the multi-threaded runtime".into()),
-        }
+        super::wait_in_place(self.review(token, audiences))
+            .unwrap_or_else(|| TokenOutcome::Rejected("webhook token authentication needs the multi-threaded runtime".into()))
     }
 
     fn authenticate_token_async<'a>(&'a self, token: &'a str, audiences: &'a [String]) -> kapi_auth::authn::Pending<'a, TokenOutcome> {
         Box::pin(self.review(token, audiences))
     }
 }
-
-/// Shared so that the bearer authenticator and the TokenReview endpoint use one cache.
-pub type SharedWebhookTokens = Arc<WebhookTokenAuthenticator>;

@@ -21,7 +21,7 @@ use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
 use kapi_watch::CacheSet;
 use serde_json::{json, Map, Value};
 
-use super::follow;
+use super::{follow, str_at};
 
 /// kube's `DeletionTimeout`: how long a pod recorded as disrupted counts as gone.
 const DELETION_TIMEOUT: i64 = 120;
@@ -33,9 +33,6 @@ fn spec(group: &str, resource: &str) -> Option<&'static ResourceSpec> {
     catalog::find(group, "v1", resource)
 }
 
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
 
 /// Starts the controller.
 pub fn start(ctx: &super::ControllerContext) {

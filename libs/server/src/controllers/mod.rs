@@ -190,6 +190,20 @@ pub async fn start(
     Ok(election)
 }
 
+/// A string field of an object, "" when absent.
+pub(crate) fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A controller's write to an object another hand deleted meanwhile has nothing left to do.
+pub(crate) fn gone_is_done<T>(result: Result<T, kapi_apimachinery::ApiError>) -> Result<(), kapi_apimachinery::ApiError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Keys waiting to be reconciled, each once however often it was added (kube's work queue);
 /// taken only while this replica leads.
 pub(crate) struct Queue {

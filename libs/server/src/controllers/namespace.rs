@@ -23,7 +23,7 @@ use kapi_watch::EventType;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::{follow, Queue, MANAGER};
+use super::{follow, str_at, Queue, MANAGER};
 use crate::tier::Chain;
 
 /// kube's `namespaceDeletionGracePeriod`: how long after seeing a namespace's deletion the
@@ -126,9 +126,6 @@ pub fn start(ctx: &super::ControllerContext) {
     });
 }
 
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
 
 fn string_list(obj: &Value, pointer: &str) -> Vec<String> {
     obj.pointer(pointer).and_then(Value::as_array).map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
@@ -315,11 +312,7 @@ impl Controller {
                 Ok(ns)
             })
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        super::gone_is_done(result)
     }
 
     /// kube's `finalizeNamespace`: `kubernetes` leaves `spec.finalizers` (the `finalize`
@@ -339,10 +332,6 @@ impl Controller {
                 Ok(ns)
             })
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        super::gone_is_done(result)
     }
 }

@@ -23,7 +23,7 @@ use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
 use kapi_watch::EventType;
 use serde_json::{json, Value};
 
-use super::follow;
+use super::{follow, str_at};
 
 /// kube-controller-manager's `--resource-quota-sync-period` default.
 const RESYNC: Duration = Duration::from_secs(300);
@@ -40,9 +40,6 @@ const RELEASERS: &[(&str, &str, bool)] = &[
     ("resourcequotas", "", false),
 ];
 
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
 
 fn served(group: &str, resource: &str) -> Option<&'static ResourceSpec> {
     catalog::resources().iter().find(|r| r.group == group && r.resource == resource && matches!(r.serving, Serving::Stored) && r.namespaced)

@@ -12,7 +12,7 @@ use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
 use kapi_watch::EventType;
 use serde_json::{json, Value};
 
-use super::{follow, MANAGER};
+use super::{follow, str_at, MANAGER};
 
 /// The account every namespace has.
 const DEFAULT_ACCOUNT: &str = "default";
@@ -75,9 +75,6 @@ pub fn start(ctx: &super::ControllerContext, accounts: bool, root_ca: Option<Str
     });
 }
 
-fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
 
 fn is_active(ns: &Value) -> bool {
     str_at(ns, "/status/phase") == "Active" && ns.pointer("/metadata/deletionTimestamp").is_none()

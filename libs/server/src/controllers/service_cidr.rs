@@ -201,11 +201,7 @@ impl Controller {
                 Ok(obj)
             })
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        super::gone_is_done(result)
     }
 
     /// Sets the `Ready` condition, unless it already says this.
@@ -224,11 +220,7 @@ impl Controller {
                 Ok(obj)
             })
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) if e.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        super::gone_is_done(result)
     }
 }
 

@@ -440,13 +440,8 @@ impl TokenAuthenticator for JwtAuthenticator {
     fn authenticate_token(&self, token: &str, _audiences: &[String]) -> TokenOutcome {
         match self.verify_now(token) {
             Step::Done(outcome) => outcome,
-            Step::NeedKeys { cold, .. } => match tokio::runtime::Handle::try_current() {
-                Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                    tokio::task::block_in_place(|| handle.block_on(self.authenticate(token)))
-                }
-                _ if cold => TokenOutcome::Rejected(NOT_INITIALIZED.into()),
-                _ => TokenOutcome::Rejected(BAD_SIGNATURE.into()),
-            },
+            Step::NeedKeys { cold, .. } => crate::auth_webhooks::wait_in_place(self.authenticate(token))
+                .unwrap_or_else(|| TokenOutcome::Rejected(if cold { NOT_INITIALIZED } else { BAD_SIGNATURE }.into())),
         }
     }
 

@@ -58,9 +58,7 @@ pub(super) fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
         .collect()
 }
 
-pub(super) fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
+pub(super) use crate::controllers::str_at;
 
 pub(super) fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
     obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| f.iter().any(|v| v.as_str() == Some(finalizer)))
