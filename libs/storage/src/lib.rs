@@ -30,6 +30,9 @@ use bytes::Bytes;
 
 pub mod sqlite;
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
+
 #[cfg(feature = "fdb")]
 pub mod fdb;
 
