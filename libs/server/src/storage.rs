@@ -17,6 +17,9 @@ pub enum StorageBackend {
     Sqlite,
     /// FoundationDB through `--fdb-cluster-file` (binaries built with the `fdb` feature).
     Fdb,
+    /// etcd v3 through `--etcd-servers` (kube-apiserver's `etcd3`; the `etcd` feature, on by
+    /// default).
+    Etcd3,
 }
 
 impl std::str::FromStr for StorageBackend {
@@ -26,7 +29,8 @@ impl std::str::FromStr for StorageBackend {
         match s {
             "sqlite" => Ok(Self::Sqlite),
             "fdb" | "foundationdb" => Ok(Self::Fdb),
-            other => Err(format!("unknown storage backend {other:?} (sqlite or fdb)")),
+            "etcd3" => Ok(Self::Etcd3),
+            other => Err(format!("unknown storage backend {other:?} (sqlite, etcd3 or fdb)")),
         }
     }
 }
@@ -49,6 +53,7 @@ pub fn open(opts: &Options) -> Result<DynStore, StartError> {
     let store = match opts.storage_backend {
         StorageBackend::Sqlite => open_sqlite(&opts.data_dir.join("kapi.db"), opts)?,
         StorageBackend::Fdb => open_fdb(opts)?,
+        StorageBackend::Etcd3 => open_etcd(opts)?,
     };
     Ok(match &opts.encryption {
         Some(config) => std::sync::Arc::new(kapi_encryption::EncryptedStore::live(store, config.clone())),
@@ -67,6 +72,67 @@ fn open_sqlite(path: &Path, opts: &Options) -> Result<DynStore, StartError> {
         ..defaults
     };
     Ok(SqliteStore::open(path, config)?)
+}
+
+/// The `--etcd-*` flags.
+#[derive(Debug, Clone)]
+pub struct EtcdOptions {
+    /// `--etcd-servers`: client URLs of the etcd members.
+    pub servers: Vec<String>,
+    /// `--etcd-prefix`: the etcd key prefix of this cluster's objects (kube's `/registry`).
+    pub prefix: String,
+    /// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate presented to etcd.
+    pub cert_file: Option<std::path::PathBuf>,
+    /// Key of the client certificate.
+    pub key_file: Option<std::path::PathBuf>,
+    /// `--etcd-compaction-interval` (kube's 5 m; zero disables kapi's compactor).
+    pub compaction_interval: Duration,
+    /// `--etcd-count-metric-poll-period` (kube's 1 m; zero turns `apiserver_storage_objects` off).
+    pub count_metric_poll_period: Duration,
+}
+
+impl Default for EtcdOptions {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            prefix: "/registry".into(),
+            ca_file: None,
+            cert_file: None,
+            key_file: None,
+            compaction_interval: Duration::from_secs(300),
+            count_metric_poll_period: Duration::from_secs(60),
+        }
+    }
+}
+
+#[cfg(feature = "etcd")]
+fn open_etcd(opts: &Options) -> Result<DynStore, StartError> {
+    use kapi_storage::etcd::{EtcdConfig, EtcdStore, EtcdTls};
+    let etcd = &opts.etcd;
+    if etcd.servers.is_empty() {
+        return Err(StartError::Config("--storage-backend=etcd3 needs --etcd-servers".into()));
+    }
+    let tls = (etcd.ca_file.is_some() || etcd.cert_file.is_some() || etcd.key_file.is_some())
+        .then(|| EtcdTls { ca_file: etcd.ca_file.clone(), cert_file: etcd.cert_file.clone(), key_file: etcd.key_file.clone() });
+    let config = EtcdConfig {
+        endpoints: etcd.servers.clone(),
+        prefix: etcd.prefix.trim_end_matches('/').to_owned(),
+        tls,
+        compaction_interval: etcd.compaction_interval,
+        observer: Some(std::sync::Arc::new(crate::metrics::etcd::Observer)),
+        ..EtcdConfig::default()
+    };
+    crate::metrics::scrape::report_object_counts(!etcd.count_metric_poll_period.is_zero());
+    // Called from start-up's blocking thread, which may wait on the runtime.
+    let store: DynStore = tokio::runtime::Handle::current().block_on(EtcdStore::open(config))?;
+    Ok(store)
+}
+
+#[cfg(not(feature = "etcd"))]
+fn open_etcd(_opts: &Options) -> Result<DynStore, StartError> {
+    Err(StartError::Config("--storage-backend=etcd3: this kapi was built without etcd support (the `etcd` feature)".into()))
 }
 
 #[cfg(feature = "fdb")]

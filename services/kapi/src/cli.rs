@@ -221,8 +221,9 @@ pub(crate) struct Cli {
     /// Header prefixes carrying extra user attributes.
     #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
     pub(crate) requestheader_extra_headers_prefix: Vec<String>,
-    /// Where objects live: sqlite (one file in --data-dir, shareable by replicas on one host) or
-    /// fdb (FoundationDB; needs a build with the fdb feature).
+    /// Where objects live: sqlite (one file in --data-dir, shareable by replicas on one host),
+    /// etcd3 (an etcd v3 cluster, --etcd-servers) or fdb (FoundationDB; needs a build with the
+    /// fdb feature).
     #[arg(long, default_value = "sqlite")]
     pub(crate) storage_backend: kapi_server::storage::StorageBackend,
     /// FoundationDB cluster file (--storage-backend=fdb); FoundationDB's default when absent.
@@ -232,6 +233,29 @@ pub(crate) struct Cli {
     /// several kapi clusters share one FoundationDB.
     #[arg(long, default_value = "kapi/default")]
     pub(crate) fdb_directory: String,
+    /// etcd client URLs (comma-separated) for --storage-backend=etcd3; https:// with TLS.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) etcd_servers: Vec<String>,
+    /// etcd key prefix of this cluster's objects.
+    #[arg(long, default_value = "/registry")]
+    pub(crate) etcd_prefix: String,
+    /// CA bundle etcd's serving certificates are checked against.
+    #[arg(long)]
+    pub(crate) etcd_cafile: Option<PathBuf>,
+    /// Client certificate presented to etcd (PEM).
+    #[arg(long)]
+    pub(crate) etcd_certfile: Option<PathBuf>,
+    /// Key of --etcd-certfile (PEM).
+    #[arg(long)]
+    pub(crate) etcd_keyfile: Option<PathBuf>,
+    /// How often etcd is compacted (Go duration; 0 disables): one replica per interval compacts
+    /// to the revision of the interval before, as kube-apiserver's compactor.
+    #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
+    pub(crate) etcd_compaction_interval: Duration,
+    /// Period of apiserver_storage_objects (Go duration; 0 turns it off). kapi reads the counts
+    /// from its watch caches at each scrape, so any non-zero value reports them.
+    #[arg(long, default_value = "1m", value_parser = parse_go_duration)]
+    pub(crate) etcd_count_metric_poll_period: Duration,
     /// NATS server(s) replicas use to wake each other after commits (comma-separated URLs).
     /// Without it, replicas notice each other's writes by polling the store.
     #[arg(long)]

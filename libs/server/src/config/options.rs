@@ -88,6 +88,8 @@ pub struct Options {
     /// `--fdb-directory`: the FoundationDB directory (slash-separated path) of this kapi cluster,
     /// so several share one FoundationDB.
     pub fdb_directory: String,
+    /// The `--etcd-*` flags (`--storage-backend=etcd3`).
+    pub etcd: crate::storage::EtcdOptions,
     /// `--nats-url`: replicas wake each other through NATS; without it they poll the store.
     pub nats_url: Option<String>,
     /// `--nats-subject`: the subject this kapi cluster's replicas share.
@@ -218,6 +220,7 @@ impl Default for Options {
             storage_backend: crate::storage::StorageBackend::Sqlite,
             fdb_cluster_file: None,
             fdb_directory: "kapi/default".into(),
+            etcd: crate::storage::EtcdOptions::default(),
             nats_url: None,
             nats_subject: "kapi.revisions".into(),
             storage_poll_interval: None,

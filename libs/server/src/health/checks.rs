@@ -43,21 +43,37 @@ pub type StoreSlot = Arc<OnceLock<DynStore>>;
 /// `etcd` (every endpoint) and `etcd-readiness` (readyz): the storage backend answers a read
 /// within the timeout. kube names them after etcd whatever the backend; kapi keeps the names
 /// so existing probes and dashboards work.
+///
+/// The `etcd` check tolerates a brief outage ([`STORAGE_OUTAGE_GRACE`]): restarting kapi does
+/// not bring a store back (an etcd leader election, a member restart), and every replica would
+/// be restarted at once. `etcd-readiness` fails at once, so load balancers drain the replica.
 pub struct Storage {
     name: &'static str,
     store: StoreSlot,
     timeout: Duration,
+    outage_grace: Option<Duration>,
+    failing_since: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long the store may fail continuously before the `etcd` check fails.
+pub const STORAGE_OUTAGE_GRACE: Duration = Duration::from_secs(20);
 
 impl Storage {
     /// The `etcd` check.
     pub fn liveness(store: StoreSlot, timeout: Duration) -> Self {
-        Self { name: "etcd", store, timeout }
+        Self { name: "etcd", store, timeout, outage_grace: Some(STORAGE_OUTAGE_GRACE), failing_since: Default::default() }
     }
 
     /// The `etcd-readiness` check.
     pub fn readiness(store: StoreSlot, timeout: Duration) -> Self {
-        Self { name: "etcd-readiness", store, timeout }
+        Self { name: "etcd-readiness", store, timeout, outage_grace: None, failing_since: Default::default() }
+    }
+
+    /// Whether a failure now is still within the outage grace.
+    fn tolerated(&self) -> bool {
+        let Some(grace) = self.outage_grace else { return false };
+        let mut since = self.failing_since.lock().unwrap_or_else(|p| p.into_inner());
+        since.get_or_insert_with(std::time::Instant::now).elapsed() < grace
     }
 }
 
@@ -68,11 +84,19 @@ impl HealthCheck for Storage {
     fn check(&self) -> CheckFuture<'_> {
         Box::pin(async move {
             let store = self.store.get().ok_or(CheckError::StorageNotConnected)?;
-            match tokio::time::timeout(self.timeout, store.current_revision()).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(CheckError::Storage(e.to_string())),
-                Err(_) => Err(CheckError::Storage(format!("the storage backend did not answer within {:?}", self.timeout))),
+            let failure = match tokio::time::timeout(self.timeout, store.current_revision()).await {
+                Ok(Ok(_)) => {
+                    *self.failing_since.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    return Ok(());
+                }
+                Ok(Err(e)) => CheckError::Storage(e.to_string()),
+                Err(_) => CheckError::Storage(format!("the storage backend did not answer within {:?}", self.timeout)),
+            };
+            if self.tolerated() {
+                tracing::warn!(check = self.name, error = %failure, "storage failing; tolerated for {:?}", STORAGE_OUTAGE_GRACE);
+                return Ok(());
             }
+            Err(failure)
         })
     }
 }

@@ -131,6 +131,8 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
 });
 
 pub(super) fn register_into(registry: &Registry) {
+    #[cfg(feature = "etcd")]
+    super::etcd::register_into(registry);
     register(registry, GLOBAL.encryption_reloads.clone());
     register(registry, GLOBAL.storage_list_total.clone());
     register(registry, GLOBAL.storage_list_fetched.clone());

@@ -7,11 +7,14 @@
 //!   process-wide values like kube's legacy registry;
 //! - [`scrape`]: values read when scraped (storage objects, watchers, watch caches, process,
 //!   build info);
+//! - `etcd`: kube's etcd client series, from the etcd backend;
 //! - [`exposition`]: the text format, and `/metrics` and `/metrics/slis` answers.
 //!
 //! Help texts carry kube's stability prefix (`[STABLE]`, `[ALPHA]`) as kube's registry writes
 //! them, so a dashboard's tooltip reads the same.
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod exposition;
 pub mod global;
 pub mod request;

@@ -4,11 +4,22 @@
 //! `kubernetes_build_info`.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use prometheus::{Counter, IntGauge, IntGaugeVec, Registry};
 
 use super::{opts, register};
 use crate::state::ApiServer;
+
+/// Whether `apiserver_storage_objects` and `apiserver_resource_objects` are reported: kube's
+/// `--etcd-count-metric-poll-period=0` turns them off. (kapi reads the counts from the watch
+/// caches at each scrape, so a non-zero period needs no polling of the store.)
+static OBJECT_COUNTS: AtomicBool = AtomicBool::new(true);
+
+/// Turns the object-count series on or off (`--etcd-count-metric-poll-period`).
+pub fn report_object_counts(enabled: bool) {
+    OBJECT_COUNTS.store(enabled, Ordering::Relaxed);
+}
 
 /// The gauges refreshed before each scrape.
 #[derive(Clone)]
@@ -119,8 +130,10 @@ impl ScrapeMetrics {
             let group = spec.storage_group;
             let name = if group.is_empty() { spec.resource.to_owned() } else { format!("{}.{group}", spec.resource) };
             let objects = i64::try_from(cache.len()).unwrap_or(i64::MAX);
-            self.storage_objects.with_label_values(&[&name]).set(objects);
-            self.resource_objects.with_label_values(&[group, spec.resource]).set(objects);
+            if OBJECT_COUNTS.load(Ordering::Relaxed) {
+                self.storage_objects.with_label_values(&[&name]).set(objects);
+                self.resource_objects.with_label_values(&[group, spec.resource]).set(objects);
+            }
             self.registered_watchers
                 .with_label_values(&[spec.group, spec.version, spec.kind])
                 .set(i64::try_from(cache.watcher_count()).unwrap_or(i64::MAX));
