@@ -7,8 +7,9 @@ use std::process::{Command, Stdio};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
+use kapi_storage::etcd::{EtcdConfig, EtcdStore};
 use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
-use kapi_storage::{EventKind, Store};
+use kapi_storage::{DynStore, EventKind};
 use serde_json::Value;
 
 use crate::Endpoint;
@@ -42,24 +43,44 @@ pub fn resource_log(data_dir: &Path, prefix: &str, after: u64, until: u64) -> Ve
     runtime.block_on(async {
         // A reader: no compaction and no polling from the test process.
         let config = SqliteConfig { compaction_interval: Duration::ZERO, poll_interval: Duration::ZERO, ..SqliteConfig::default() };
-        let store = SqliteStore::open(&data_dir.join("kapi.db"), config).expect("open the shared database");
-        let mut out = Vec::new();
-        let mut at = after;
-        while at < until {
-            let events = store.read_log(at, 1000).await.expect("read the change log");
-            let Some(last) = events.last() else { break };
-            at = last.revision;
-            for e in events.into_iter().filter(|e| e.revision <= until && e.key.starts_with(prefix)) {
-                let kind = match e.kind {
-                    EventKind::Added => "ADDED",
-                    EventKind::Modified => "MODIFIED",
-                    EventKind::Deleted => "DELETED",
-                };
-                out.push(Seen { kind, name: e.key[prefix.len()..].to_owned(), rv: e.revision });
-            }
-        }
-        out
+        let store: DynStore = SqliteStore::open(&data_dir.join("kapi.db"), config).expect("open the shared database");
+        read_log(&store, prefix, after, until).await
     })
+}
+
+/// [`configmap_log`] of a kapi cluster on etcd (`--etcd-prefix` kube's `/registry`).
+pub fn etcd_configmap_log(endpoints: &[String], namespace: &str, after: u64, until: u64) -> Vec<Seen> {
+    etcd_resource_log(endpoints, &format!("/registry/core/configmaps/{namespace}/"), after, until)
+}
+
+/// [`resource_log`] of a kapi cluster on etcd, read from etcd's history.
+pub fn etcd_resource_log(endpoints: &[String], prefix: &str, after: u64, until: u64) -> Vec<Seen> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        // A reader: no compactor of its own.
+        let config = EtcdConfig { endpoints: endpoints.to_vec(), compaction_interval: Duration::ZERO, ..EtcdConfig::default() };
+        let store: DynStore = EtcdStore::open(config).await.expect("open the etcd store");
+        read_log(&store, prefix, after, until).await
+    })
+}
+
+async fn read_log(store: &DynStore, prefix: &str, after: u64, until: u64) -> Vec<Seen> {
+    let mut out = Vec::new();
+    let mut at = after;
+    while at < until {
+        let events = store.read_log(at, 1000).await.expect("read the change log");
+        let Some(last) = events.last() else { break };
+        at = last.revision;
+        for e in events.into_iter().filter(|e| e.revision <= until && e.key.starts_with(prefix)) {
+            let kind = match e.kind {
+                EventKind::Added => "ADDED",
+                EventKind::Modified => "MODIFIED",
+                EventKind::Deleted => "DELETED",
+            };
+            out.push(Seen { kind, name: e.key[prefix.len()..].to_owned(), rv: e.revision });
+        }
+    }
+    out
 }
 
 /// What one watcher saw over all its connections.
