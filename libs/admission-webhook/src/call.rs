@@ -81,9 +81,26 @@ pub async fn call(client: &Client, hook: &Hook, reviews: &Reviews<'_>, mutating:
     let config = hook.client.as_ref().map_err(|e| CallFailure::calling(hook, format!("could not get REST client: {e}")))?;
     let uid = uuid::Uuid::new_v4().to_string();
     let body = reviews.body(version, &uid).map_err(|e| CallFailure::calling(hook, format!("could not create admission objects: {e}")))?;
-    let answer =
-        client.post_json(config, body, hook.timeout).await.map_err(|e| CallFailure::calling(hook, format!("failed to call webhook: {e}")))?;
+    // kube's span of one webhook call; the call's `traceparent` names it.
+    let span = if mutating { "Call mutating webhook" } else { "Call validating webhook" };
+    let answer = kapi_otel::traced(span, || call_attributes(hook, attrs, &uid), client.post_json(config, body, hook.timeout))
+        .await
+        .map_err(|e| CallFailure::calling(hook, format!("failed to call webhook: {e}")))?;
     review::verify(version, &uid, mutating, &answer).map_err(|e| CallFailure::calling(hook, format!("received invalid webhook response: {e}")))
+}
+
+/// The attributes kube gives a webhook call's span.
+fn call_attributes(hook: &Hook, attrs: &Attributes, uid: &str) -> Vec<kapi_otel::KeyValue> {
+    use kapi_otel::KeyValue;
+    let resource = &attrs.resource;
+    vec![
+        KeyValue::new("configuration", hook.configuration.clone()),
+        KeyValue::new("webhook", hook.name.clone()),
+        KeyValue::new("resource", format!("{}/{}, Resource={}", resource.group, resource.version, resource.name)),
+        KeyValue::new("subresource", attrs.subresource.clone()),
+        KeyValue::new("operation", attrs.operation.as_str()),
+        KeyValue::new("UID", uid.to_owned()),
+    ]
 }
 
 /// kube's `ToStatusErr`: a webhook's refusal, with its status code (at least 400), reason and

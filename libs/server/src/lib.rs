@@ -45,6 +45,7 @@ pub mod tls;
 pub mod tls_files;
 pub mod tls_policy;
 pub mod tls_sni;
+pub mod traced_store;
 pub mod transform;
 pub mod watch_stream;
 

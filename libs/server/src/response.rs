@@ -118,7 +118,18 @@ pub fn encode(value: &Value, output: Output) -> Result<Bytes, ProtobufError> {
 /// A response carrying an object.
 pub fn object(status: StatusCode, value: &Value, output: Output) -> Response<Body> {
     let list = value.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
-    let bytes = match encode(value, output) {
+    // kube's span around encoding an answer.
+    let span = kapi_otel::Span::child("SerializeObject", kapi_otel::SpanKind::Internal, || {
+        let encoder = match output.encoding {
+            Encoding::Json => "json",
+            Encoding::Yaml => "yaml",
+            Encoding::Protobuf => "protobuf",
+        };
+        vec![kapi_otel::KeyValue::new("mediaType", output.content_type(list)), kapi_otel::KeyValue::new("encoder", encoder)]
+    });
+    let encoded = encode(value, output);
+    drop(span);
+    let bytes = match encoded {
         Ok(bytes) => bytes,
         Err(e) => {
             // Negotiation only picks protobuf for kinds that have a message, so this is a bug.

@@ -85,10 +85,22 @@ impl Client {
         let path_and_query = config.path_and_query(go_timeout(timeout).as_deref());
         let call = Call { url: format!("https://{}{path_and_query}", config.authority()), path_and_query, config };
         let started = std::time::Instant::now();
-        let answer = match tokio::time::timeout(timeout, self.call(&call, body, decode)).await {
+        // Inside a traced request, the call is a client span (as client-go's otelhttp
+        // transport makes) and the webhook receives it as its `traceparent`.
+        let span = kapi_otel::Span::child("HTTP POST", kapi_otel::SpanKind::Client, || {
+            vec![kapi_otel::KeyValue::new("http.method", "POST"), kapi_otel::KeyValue::new("http.url", call.url.clone())]
+        });
+        let answer = match tokio::time::timeout(timeout, kapi_otel::within(span.as_ref(), self.call(&call, body, decode))).await {
             Ok(answer) => answer,
             Err(_) => Err(CallError::post(&call.url, DEADLINE_EXCEEDED)),
         };
+        if let Some(span) = &span {
+            match &answer {
+                Ok(_) => span.set_attribute(kapi_otel::KeyValue::new("http.status_code", 200)),
+                Err(CallError::Status { code, .. }) => span.set_attribute(kapi_otel::KeyValue::new("http.status_code", i64::from(*code))),
+                Err(e) => span.set_error(e.to_string()),
+            }
+        }
         if let Some(observer) = OBSERVER.get() {
             let code = match &answer {
                 Ok(_) => "200".to_owned(),
@@ -231,6 +243,8 @@ fn request(call: &Call<'_>, body: Bytes) -> Result<http::Request<Full<Bytes>>, C
     headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
     headers.insert(header::ACCEPT, header::HeaderValue::from_static("application/json, */*"));
     headers.insert(header::USER_AGENT, header::HeaderValue::from_static(concat!("kapi/", env!("CARGO_PKG_VERSION"))));
+    // The trace context of the call's span (see `timed`), inside a traced request.
+    kapi_otel::inject(headers);
     if let crate::config::Credentials::Token(token) = &call.config.credentials {
         let value = header::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| CallError::post(&call.url, e))?;
         headers.insert(header::AUTHORIZATION, value);

@@ -325,6 +325,10 @@ pub(crate) struct Cli {
     /// nothing is audited.
     #[arg(long)]
     pub(crate) audit_policy_file: Option<PathBuf>,
+    /// File with apiserver tracing configuration (kube's TracingConfiguration: OTLP gRPC
+    /// `endpoint`, `samplingRatePerMillion`). Without it, nothing is traced.
+    #[arg(long)]
+    pub(crate) tracing_config_file: Option<PathBuf>,
     /// Where audit events go, one JSON line each (`-` for stdout). Without it, nothing is
     /// audited.
     #[arg(long)]

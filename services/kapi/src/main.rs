@@ -215,6 +215,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
+    let tracing_settings = match cli.tracing_config_file.as_deref().map(kapi_server::config::tracing_config::load).transpose() {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
 
     let opts = kapi_server::Options {
         bind_address: cli.bind_address,
@@ -299,7 +306,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(kapi_server::run(opts, vec![Box::new(kapi_apiextensions_apiserver::ExtensionsTierBuilder::default())])) {
+    if let Some(settings) = &tracing_settings {
+        if let Err(e) = runtime.block_on(async { kapi_server::config::tracing_config::install(settings) }) {
+            eprintln!("error: tracing: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let served = runtime.block_on(kapi_server::run(opts, vec![Box::new(kapi_apiextensions_apiserver::ExtensionsTierBuilder::default())]));
+    // The runtime still runs here: the last spans leave through it.
+    kapi_server::config::tracing_config::shutdown();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -15,7 +15,8 @@ webhook URLs, so arguments are path segments, percent-encoded):
   /bad-patch                  a JSONPatch that cannot apply
 
 Every call appends one JSON line {"path": "/<first segment>", "args": [...], "query": {...},
-"apiVersion": <the review's>, "request": <the review's request>} to the log, so tests can count and inspect calls.
+"apiVersion": <the review's>, "request": <the review's request>, "traceparent": <the header or
+null>} to the log, so tests can count and inspect calls.
 """
 import base64
 import json
@@ -50,7 +51,8 @@ class Handler(BaseHTTPRequestHandler):
         action, args = "/" + segments[0], segments[1:]
         request = review["request"]
         with LOG_LOCK, open(sys.argv[4], "a") as log:
-            log.write(json.dumps({"path": action, "args": args, "query": query, "apiVersion": review["apiVersion"], "request": request}) + "\n")
+            log.write(json.dumps({"path": action, "args": args, "query": query, "apiVersion": review["apiVersion"], "request": request,
+                                  "traceparent": self.headers.get("traceparent")}) + "\n")
         response = {"uid": request["uid"], "allowed": True}
         if action == "/deny":
             status = {"message": args[2]}

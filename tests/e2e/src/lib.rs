@@ -17,6 +17,7 @@ pub mod scan;
 mod admission_webhook;
 mod auth_webhook;
 mod oidc_issuer;
+mod otlp_receiver;
 mod webhook;
 
 use std::fs::{File, OpenOptions};
@@ -38,6 +39,7 @@ pub use process::{run_with_timeout, OutputExt, Streaming};
 pub use admission_webhook::AdmissionWebhook;
 pub use auth_webhook::AuthWebhook;
 pub use oidc_issuer::OidcIssuer;
+pub use otlp_receiver::OtlpReceiver;
 pub use webhook::ConversionWebhook;
 
 /// How long the server may take to print its "Serving securely on" line, and then to pass

@@ -118,7 +118,9 @@ impl<'a> RequestAdmission<'a> {
     async fn run_mutating(&self, attrs: &mut Attributes) -> Result<(), ApiError> {
         let mut outcome = Outcome::default();
         let started = std::time::Instant::now();
-        let result = self.chain.admit(attrs, &mut outcome).await;
+        let span = kapi_otel::Span::child("Admit", kapi_otel::SpanKind::Internal, || phase_attributes(attrs));
+        let result = kapi_otel::within(span.as_ref(), self.chain.admit(attrs, &mut outcome)).await;
+        drop(span);
         crate::metrics::admission_step("admit", attrs.operation.as_str(), result.is_err(), started);
         self.merge(outcome);
         result
@@ -127,7 +129,7 @@ impl<'a> RequestAdmission<'a> {
     async fn run_validating(&self, attrs: &Attributes) -> Result<(), ApiError> {
         let mut outcome = Outcome::default();
         let started = std::time::Instant::now();
-        let result = self.chain.validate(attrs, &mut outcome).await;
+        let result = kapi_otel::traced("Validate", || phase_attributes(attrs), self.chain.validate(attrs, &mut outcome)).await;
         crate::metrics::admission_step("validate", attrs.operation.as_str(), result.is_err(), started);
         self.merge(outcome);
         result
@@ -165,6 +167,16 @@ impl RequestAdmission<'_> {
         attrs.object = Some(self.external(new).await?);
         Ok(Some(attrs))
     }
+}
+
+/// The attributes of an admission phase's span (mutating `Admit`, validating `Validate`).
+fn phase_attributes(attrs: &Attributes) -> Vec<kapi_otel::KeyValue> {
+    use kapi_otel::KeyValue;
+    vec![
+        KeyValue::new("operation", attrs.operation.as_str()),
+        KeyValue::new("resource", attrs.resource.name.clone()),
+        KeyValue::new("subresource", attrs.subresource.clone()),
+    ]
 }
 
 fn operation_of(old: Option<&Value>, base: Operation) -> Operation {

@@ -6,6 +6,7 @@
 mod auth;
 use auth::{authenticator, authorizer};
 mod options;
+pub mod tracing_config;
 
 pub use options::*;
 
@@ -406,6 +407,7 @@ async fn build_server(
         Some(f) => f.announcing(store),
         None => store,
     };
+    let writes = crate::traced_store::wrap(writes);
     // Services take their cluster IPs and node ports around their writes; the allocator
     // itself writes through a store without that effect (IPAddresses allocate nothing).
     let plain = RestStore::new(writes.clone(), caches.clone());

@@ -32,7 +32,9 @@ where
         front_proxy_ca: &conn.front_proxy_ca,
         headers: req.headers(),
     };
-    let outcome = srv.authenticator.authenticate_async(&auth_request).await;
+    // kube's filter span: authentication alone (token webhooks called meanwhile get its trace
+    // context).
+    let outcome = kapi_otel::traced("authentication", Vec::new, srv.authenticator.authenticate_async(&auth_request)).await;
     let user = match outcome {
         AuthOutcome::Authenticated(user) => {
             srv.metrics.authentication_attempts.with_label_values(&["success"]).inc();

@@ -83,7 +83,9 @@ where
         return response::error(&ApiError::internal("request reached authorization without its request info or user"), Output::JSON);
     };
     let attrs = attributes(info, user);
-    let decision = srv.authorizer.authorize_async(&attrs).await;
+    // kube's filter span: the decision alone (webhook authorizers called meanwhile get its
+    // trace context).
+    let decision = kapi_otel::traced("authorization", Vec::new, srv.authorizer.authorize_async(&attrs)).await;
     // kube's audit annotations of the decision.
     if let Some(audit) = req.extensions().get::<super::audit::AuditHandle>() {
         audit.annotate("authorization.k8s.io/decision", if decision.is_allowed() { "allow" } else { "forbid" });

@@ -6,6 +6,9 @@
 //!    answered at once;
 //!    [`pretty`] — indents the JSON answer of every later step for clients that ask for it;
 //! 2. [`request_info`] — every later step reads the parsed verb/resource from the extensions;
+//!    [`traces`] — with a tracer installed, the request's span (the client's `traceparent` its
+//!    parent): every later step and the spans they start run inside it, as kube's
+//!    `WithTracing` right after `WithRequestInfo`;
 //! 3. [`shutdown`] — counts requests in flight for termination, tells clients to reconnect
 //!    after SIGTERM and refuses new requests once draining (it needs the request info: watches
 //!    are counted apart); before authentication, as kube's `WithRetryAfter`, so a draining
@@ -44,6 +47,7 @@ pub mod priority_and_fairness;
 pub mod shutdown;
 pub mod request_info;
 pub mod timeout;
+pub mod traces;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -103,6 +107,7 @@ pub fn chain(srv: Arc<ApiServer>) -> Chain {
         .layer(http_headers::HeaderLayer::new(srv.options.http_headers.clone()))
         .layer(pretty::PrettyLayer::new())
         .layer(request_info::RequestInfoLayer::new())
+        .layer(traces::TracingLayer::new())
         .layer(httplog::HttpLogLayer::new(srv.options.http_log))
         .layer(shutdown::ShutdownLayer::new(srv.clone()))
         .layer(goaway::GoawayLayer::new(srv.options.goaway_chance))

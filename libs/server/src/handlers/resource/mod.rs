@@ -60,7 +60,13 @@ pub async fn handle(
         Err(e) => return response::error(&e, Output::JSON),
     };
     let result = match &scope {
-        Ok(scope) => dispatch(srv, scope, info, query, output, content_type, caller, body).await,
+        Ok(scope) => {
+            let work = dispatch(srv, scope, info, query, output, content_type, caller, body);
+            match handler_span(&info.verb) {
+                Some(name) => kapi_otel::traced(name, || handler_attributes(info, caller), work).await,
+                None => work.await,
+            }
+        }
         Err(e) => Err(e.clone()),
     };
     let resp = match result {
@@ -71,6 +77,43 @@ pub async fn handle(
         Ok(scope) => with_warnings(resp, scope.warnings()),
         Err(_) => resp,
     }
+}
+
+/// kube's handler span for a verb (`Create`, `Get`, ...; lists and watches share kube's
+/// `List` handler, collections' deletes its `Delete`).
+fn handler_span(verb: &str) -> Option<&'static str> {
+    Some(match verb {
+        "get" => "Get",
+        "list" | "watch" => "List",
+        "create" => "Create",
+        "update" => "Update",
+        "patch" => "Patch",
+        "delete" | "deletecollection" => "Delete",
+        _ => return None,
+    })
+}
+
+/// The attributes kube's handlers give their span (its `traceFields`).
+fn handler_attributes(info: &RequestInfo, caller: &Caller<'_>) -> Vec<kapi_otel::KeyValue> {
+    use kapi_otel::KeyValue;
+    let head = caller.head;
+    let header = |name: http::header::HeaderName| head.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let client = head.extensions.get::<Arc<crate::filters::ConnInfo>>().and_then(|c| c.peer).map(|p| p.ip().to_string());
+    let protocol = match head.version {
+        http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        _ => "HTTP/1.1",
+    };
+    vec![
+        KeyValue::new("accept", header(http::header::ACCEPT)),
+        KeyValue::new("client", client.unwrap_or_default()),
+        KeyValue::new("protocol", protocol),
+        KeyValue::new("resource", info.resource.clone()),
+        KeyValue::new("scope", info.scope()),
+        KeyValue::new("url", head.uri.path().to_owned()),
+        KeyValue::new("user-agent", header(http::header::USER_AGENT)),
+        KeyValue::new("verb", head.method.as_str().to_owned()),
+    ]
 }
 
 /// The scope of the requested resource. A resource no tier knows may be one another replica
