@@ -269,13 +269,6 @@ fn main() -> ExitCode {
         storage_backend: cli.storage_backend,
         fdb_cluster_file: cli.fdb_cluster_file,
         fdb_directory: cli.fdb_directory,
-        nats_url: cli.nats_url,
-        nats_subject: cli.nats_subject,
-        storage_poll_interval: cli.storage_poll_interval,
-        kubelet: kapi_server::kubelet::KubeletClientOptions {
-            client_certificate: cli.kubelet_client_certificate,
-            client_key: cli.kubelet_client_key,
-            certificate_authority: cli.kubelet_certificate_authority,
         etcd: kapi_server::storage::EtcdOptions {
             servers: cli.etcd_servers,
             prefix: cli.etcd_prefix,
@@ -285,6 +278,13 @@ fn main() -> ExitCode {
             compaction_interval: cli.etcd_compaction_interval,
             count_metric_poll_period: cli.etcd_count_metric_poll_period,
         },
+        nats_url: cli.nats_url,
+        nats_subject: cli.nats_subject,
+        storage_poll_interval: cli.storage_poll_interval,
+        kubelet: kapi_server::kubelet::KubeletClientOptions {
+            client_certificate: cli.kubelet_client_certificate,
+            client_key: cli.kubelet_client_key,
+            certificate_authority: cli.kubelet_certificate_authority,
             timeout: cli.kubelet_timeout,
             preferred_address_types: cli.kubelet_preferred_address_types,
         },
