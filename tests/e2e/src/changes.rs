@@ -120,10 +120,7 @@ pub fn watch_collection_until(
             all[turn % all.len()].clone()
         };
         turn += 1;
-        let url = format!(
-            "{}{collection}?watch=1&resourceVersion={last}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}",
-            endpoint.url
-        );
+        let url = format!("{}{collection}?watch=1&resourceVersion={last}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}", endpoint.url);
         let mut child = Command::new("curl")
             .args(["-sSN", "--http1.1", "--max-time", "120", "--cacert"])
             .arg(endpoint.pki.join("ca.crt"))

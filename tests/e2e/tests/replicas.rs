@@ -3,7 +3,8 @@
 //! identical to the store's change log, whichever replica wrote it; conflicting writes sent to
 //! different replicas end in one success and 409s; a write acknowledged by one replica is read by
 //! another at once; and NATS outages, a SIGKILLed replica and watchers moving between replicas
-//! lose or repeat nothing.
+//! lose or repeat nothing. The same guarantees are checked on etcd, with NATS and with each
+//! replica following etcd's own watch.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,33 +12,62 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, RwLock};
 use std::time::Duration;
 
-use kapi_e2e::changes::{assert_each_saw_the_log, configmap_log, rv_of, watch_until, WatchRun};
+use kapi_e2e::changes::{assert_each_saw_the_log, configmap_log, etcd_configmap_log, rv_of, watch_until, Seen, WatchRun};
 use kapi_e2e::{run_with_timeout, Endpoint, HttpResponse, Kapi, NatsServer, Request};
+use kapi_storage::etcd::testing::EtcdCluster;
 use serde_json::{json, Value};
 
 const NS: &str = "fanout";
 const SENTINEL: &str = "sentinel";
 
-/// nats-server plus replicas sharing one data dir.
+/// Replicas sharing one data dir (certificates, and the SQLite file unless on etcd), with
+/// nats-server for fan-out, or on etcd with or without it.
 struct Cluster {
-    nats: NatsServer,
+    nats: Option<NatsServer>,
+    etcd: Option<EtcdCluster>,
     replicas: Vec<Kapi>,
 }
 
 impl Cluster {
-    /// The first replica creates the database and certificates; the others start on them.
+    /// On SQLite with NATS. The first replica creates the database and certificates; the others
+    /// start on them.
     fn start(n: usize, extra: &[&str]) -> Cluster {
         let nats = NatsServer::start().expect("start nats-server");
         let url = nats.url();
         let mut args = vec!["--nats-url", url.as_str()];
         args.extend_from_slice(extra);
-        let first = Kapi::start_with(&args).expect("start the first replica");
+        Self::with_args(n, &args, Some(nats), None)
+    }
+
+    /// On a single-member etcd; with NATS hints, or each replica following etcd's watch alone.
+    fn start_on_etcd(n: usize, with_nats: bool) -> Cluster {
+        let etcd = EtcdCluster::single().expect("start etcd");
+        let servers = etcd.endpoints().join(",");
+        let nats = with_nats.then(|| NatsServer::start().expect("start nats-server"));
+        let url = nats.as_ref().map(NatsServer::url);
+        let mut args = vec!["--storage-backend", "etcd3", "--etcd-servers", servers.as_str()];
+        if let Some(url) = &url {
+            args.extend(["--nats-url", url.as_str()]);
+        }
+        Self::with_args(n, &args, nats, Some(etcd))
+    }
+
+    fn with_args(n: usize, args: &[&str], nats: Option<NatsServer>, etcd: Option<EtcdCluster>) -> Cluster {
+        let first = Kapi::start_with(args).expect("start the first replica");
         let mut replicas = vec![];
         for _ in 1..n {
-            replicas.push(first.start_replica(&args).expect("start replica"));
+            replicas.push(first.start_replica(args).expect("start replica"));
         }
         replicas.insert(0, first);
-        Cluster { nats, replicas }
+        Cluster { nats, etcd, replicas }
+    }
+
+    /// The store's change log of the test namespace's ConfigMaps in `(after, until]`.
+    fn log(&self, after: u64, until: u64) -> Vec<Seen> {
+        match &self.etcd {
+            Some(etcd) => etcd_configmap_log(&etcd.endpoints(), NS, after, until),
+            None => configmap_log(&self.data_dir(), NS, after, until),
+        }
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -50,7 +80,8 @@ impl Cluster {
 
     /// The `fanout` namespace, created through the first replica; returns the revision after it.
     fn create_namespace(&self) -> u64 {
-        let r = self.replicas[0].request(&Request::new("POST", "/api/v1/namespaces").json(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})));
+        let r = self.replicas[0]
+            .request(&Request::new("POST", "/api/v1/namespaces").json(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})));
         assert_eq!(r.status, 201, "{}", r.raw);
         rv_of(&r.body)
     }
@@ -109,13 +140,11 @@ fn create_sentinel(endpoint: &Endpoint) -> u64 {
     rv_of(&r.body)
 }
 
-#[test]
-fn three_replicas_three_writers_six_watchers_see_the_log_exactly_once_in_order() {
-    let cluster = Cluster::start(3, &[]);
+/// 3 writers (one per replica) x `per_writer` objects x 4 writes, 6 watchers (2 per replica):
+/// every watcher sees the store's log exactly once, in order.
+fn writers_and_watchers_see_the_log_exactly_once_in_order(cluster: &Cluster, per_writer: usize) {
     let from = cluster.create_namespace();
     let endpoints = RwLock::new(cluster.endpoints());
-    // 3 writers x 250 objects x 4 writes = 3,000 writes.
-    let per_writer = 250;
     let runs = std::thread::scope(|s| {
         let watchers = spawn_watchers(s, &endpoints, from, 600, Duration::from_secs(3));
         std::thread::sleep(Duration::from_millis(500));
@@ -138,11 +167,27 @@ fn three_replicas_three_writers_six_watchers_see_the_log_exactly_once_in_order()
         (runs, sentinel)
     });
     let (runs, sentinel) = runs;
-    let log = configmap_log(&cluster.data_dir(), NS, from, sentinel);
+    let log = cluster.log(from, sentinel);
     // The namespace's kube-root-ca.crt (kube's root-ca-cert-publisher) may land in the window too.
     let written = log.iter().filter(|e| e.name != "kube-root-ca.crt").count();
     assert_eq!(written, 3 * per_writer * 4 + 1, "the log holds every write and the sentinel");
     assert_each_saw_the_log(&runs, &log);
+}
+
+#[test]
+fn three_replicas_three_writers_six_watchers_see_the_log_exactly_once_in_order() {
+    // 3 writers x 250 objects x 4 writes = 3,000 writes.
+    writers_and_watchers_see_the_log_exactly_once_in_order(&Cluster::start(3, &[]), 250);
+}
+
+#[test]
+fn on_etcd_with_nats_watchers_on_every_replica_see_the_log_exactly_once_in_order() {
+    writers_and_watchers_see_the_log_exactly_once_in_order(&Cluster::start_on_etcd(3, true), 100);
+}
+
+#[test]
+fn on_etcd_without_nats_replicas_follow_etcd_and_watchers_see_the_log_exactly_once_in_order() {
+    writers_and_watchers_see_the_log_exactly_once_in_order(&Cluster::start_on_etcd(3, false), 100);
 }
 
 #[test]
@@ -179,11 +224,7 @@ fn conflicting_updates_on_different_replicas_one_wins_the_others_get_409() {
         assert_eq!((won.len(), lost.len()), (1, 2), "round {round}: {:?}", answers.iter().map(|r| (r.status, &r.raw)).collect::<Vec<_>>());
         for r in lost {
             assert_eq!(r.reason(), "Conflict", "{}", r.raw);
-            assert!(
-                r.message().contains("the object has been modified; please apply your changes to the latest version and try again"),
-                "{}",
-                r.raw
-            );
+            assert!(r.message().contains("the object has been modified; please apply your changes to the latest version and try again"), "{}", r.raw);
         }
         // Every replica now serves the winner's write.
         let winner_rv = rv_of(&won[0].body);
@@ -232,9 +273,8 @@ for f in failures[:20]:
     print(f)
 "#;
 
-#[test]
-fn read_your_writes_across_replicas_with_the_python_client() {
-    let cluster = Cluster::start(3, &[]);
+/// [`READ_YOUR_WRITES`] through every replica of `cluster`.
+fn python_client_reads_its_writes_on_every_replica(cluster: &Cluster) {
     cluster.create_namespace();
     let endpoints = cluster.endpoints();
     let mut cmd = Command::new("python3");
@@ -246,6 +286,16 @@ fn read_your_writes_across_replicas_with_the_python_client() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("pairs=1000 failures=0"), "{stdout}");
+}
+
+#[test]
+fn read_your_writes_across_replicas_with_the_python_client() {
+    python_client_reads_its_writes_on_every_replica(&Cluster::start(3, &[]));
+}
+
+#[test]
+fn read_your_writes_across_replicas_on_etcd_without_nats() {
+    python_client_reads_its_writes_on_every_replica(&Cluster::start_on_etcd(3, false));
 }
 
 /// Counters from a replica's /metrics.
@@ -294,9 +344,10 @@ fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
         std::thread::sleep(Duration::from_secs(3));
 
         // NATS dies for 5 s under load; replicas follow by polling, then reconnect and repair.
-        cluster.nats.kill();
+        let nats = cluster.nats.as_mut().expect("a cluster with NATS");
+        nats.kill();
         std::thread::sleep(Duration::from_secs(5));
-        cluster.nats.restart().expect("restart nats-server");
+        nats.restart().expect("restart nats-server");
         std::thread::sleep(Duration::from_secs(3));
 
         // Replica 2 is SIGKILLed; its watchers resume elsewhere; it comes back on a new port.
@@ -314,7 +365,7 @@ fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
         let runs: Vec<WatchRun> = watchers.into_iter().map(|w| w.join().expect("watcher")).collect();
         (runs, sentinel)
     });
-    let log = configmap_log(&cluster.data_dir(), NS, from, sentinel);
+    let log = cluster.log(from, sentinel);
     eprintln!(
         "fault run: {} acknowledged writes, {} log events, watcher connections {:?}",
         writes.load(Ordering::SeqCst),
