@@ -12,6 +12,7 @@ mod authz;
 mod client;
 mod crds;
 mod encryption;
+mod etcd;
 mod rapid_reset;
 mod replicas;
 mod stats;
@@ -79,6 +80,9 @@ enum Section {
     /// API Priority and Fairness off vs on: one user floods with LISTs while another does GETs
     /// and writes, a leader-election client renews a Lease and system:masters reads.
     Apf,
+    /// kapi on etcd: creates vs etcd's own put rate, GET and consistent LIST vs SQLite,
+    /// cross-replica watch delay with NATS vs etcd's watch alone.
+    Etcd,
     /// HTTP/2 rapid reset: authenticated GET latency and kapi's CPU and memory while a client
     /// opens and resets thousands of streams, unauthenticated and authenticated.
     RapidReset,
@@ -669,6 +673,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Apf) {
         report.push_str(&apf::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Etcd) {
+        report.push_str(&etcd::run(&cli.kapi_bin, cli.nats_server.as_deref(), cli.quick).await?);
     }
     if wants(Section::RapidReset) {
         report.push_str(&rapid_reset::run(&cli.kapi_bin, cli.quick).await?);

@@ -33,25 +33,25 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long watchers may trail the last acknowledged write before the run gives up on them.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-struct Plan {
-    replicas: usize,
-    watchers_per_replica: usize,
+pub(crate) struct Plan {
+    pub(crate) replicas: usize,
+    pub(crate) watchers_per_replica: usize,
     writers_per_replica: usize,
     /// Watch runs per mode, in order: a rate the machine sustains with every write on one
     /// replica (cross-replica events then wait for the hint or the poll, nothing else), the same
     /// rate with writes spread, and the target rate with writes spread.
     loads: Vec<Load>,
-    objects: usize,
-    concurrency: usize,
+    pub(crate) objects: usize,
+    pub(crate) concurrency: usize,
 }
 
 /// A write schedule: `rate` creates a second for `secs` seconds, spread over the replicas or
 /// all through the first one.
 #[derive(Clone, Copy)]
-struct Load {
-    rate: u64,
-    secs: u64,
-    spread: bool,
+pub(crate) struct Load {
+    pub(crate) rate: u64,
+    pub(crate) secs: u64,
+    pub(crate) spread: bool,
 }
 
 impl Load {
@@ -69,7 +69,7 @@ impl Load {
 }
 
 impl Plan {
-    fn new(quick: bool) -> Self {
+    pub(crate) fn new(quick: bool) -> Self {
         if quick {
             Plan {
                 replicas: 2,
@@ -117,14 +117,14 @@ impl Plan {
 }
 
 /// `nats-server -js` on a free loopback port; dropping it kills the process by its PID.
-struct Nats {
+pub(crate) struct Nats {
     child: Child,
     url: String,
     _dir: tempfile::TempDir,
 }
 
 impl Nats {
-    fn start(bin: &Path) -> Result<Nats, String> {
+    pub(crate) fn start(bin: &Path) -> Result<Nats, String> {
         let dir = tempfile::Builder::new()
             .prefix("kapi-bench-nats-")
             .tempdir()
@@ -171,7 +171,7 @@ impl Drop for Nats {
 }
 
 /// `nats-server` from `--nats-server` or the PATH.
-fn find_nats(explicit: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn find_nats(explicit: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = explicit {
         return Some(p.to_owned());
     }
@@ -182,7 +182,7 @@ fn find_nats(explicit: Option<&Path>) -> Option<PathBuf> {
 
 /// Replicas on one shared data directory (the first creates the database and certificates).
 /// Fields drop in order: the replicas first, then nats-server, then the directory.
-struct Cluster {
+pub(crate) struct Cluster {
     replicas: Vec<Kapi>,
     _nats: Option<Nats>,
     _dir: tempfile::TempDir,
@@ -190,15 +190,21 @@ struct Cluster {
 
 impl Cluster {
     async fn start(bin: &Path, n: usize, nats: Option<Nats>) -> Result<Cluster, String> {
+        Self::start_with(bin, n, nats, Vec::new()).await
+    }
+
+    /// Replicas with extra flags (another storage backend).
+    pub(crate) async fn start_with(bin: &Path, n: usize, nats: Option<Nats>, extra: Vec<String>) -> Result<Cluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("kapi-bench-replicas-")
             .tempdir()
             .map_err(|e| e.to_string())?;
         let data = dir.path().join("data");
-        let args: Vec<String> = match &nats {
+        let mut args: Vec<String> = match &nats {
             Some(n) => vec!["--nats-url".into(), n.url.clone()],
             None => Vec::new(),
         };
+        args.extend(extra);
         let start = |i: usize| {
             let (bin, data, args) = (bin.to_owned(), data.clone(), args.clone());
             let log = dir.path().join(format!("replica-{i}.log"));
@@ -225,7 +231,7 @@ impl Cluster {
         })
     }
 
-    fn targets(&self) -> Vec<Target> {
+    pub(crate) fn targets(&self) -> Vec<Target> {
         self.replicas.iter().map(|k| k.target.clone()).collect()
     }
 }
@@ -239,7 +245,7 @@ async fn timed<T>(
         .map_err(|_| format!("{what}: no answer within {REQUEST_TIMEOUT:?}"))?
 }
 
-fn cm_path(ns: &str) -> String {
+pub(crate) fn cm_path(ns: &str) -> String {
     format!("/api/v1/namespaces/{ns}/configmaps")
 }
 
@@ -452,18 +458,18 @@ async fn write_schedule(
     Ok((writes, start))
 }
 
-struct WatchRun {
+pub(crate) struct WatchRun {
     load: Load,
-    cross: Samples,
-    same: Samples,
+    pub(crate) cross: Samples,
+    pub(crate) same: Samples,
     post: Samples,
     write_rate: f64,
     max_behind: Duration,
     expected: usize,
     delivered: usize,
     delivery_rate: f64,
-    missed: usize,
-    duplicated: usize,
+    pub(crate) missed: usize,
+    pub(crate) duplicated: usize,
     unknown: usize,
     early: usize,
     ended: Vec<String>,
@@ -481,7 +487,7 @@ impl WatchRun {
     }
 }
 
-async fn watch_run(
+pub(crate) async fn watch_run(
     cluster: &Cluster,
     plan: &Plan,
     load: Load,
@@ -610,7 +616,7 @@ async fn watch_run(
 
 /// Creates then GETs `plan.objects` ConfigMaps over `plan.concurrency` connections spread
 /// round-robin over `targets`.
-async fn throughput(
+pub(crate) async fn throughput(
     targets: &[Target],
     plan: &Plan,
     ns: &str,

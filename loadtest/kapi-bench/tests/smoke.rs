@@ -61,6 +61,13 @@ fn quick_run_reports_every_measurement() {
         "| creates, aescbc |",
         "| creates, KMS v2 |",
         "| GETs, KMS v2 |",
+        // kapi on etcd: the etcd baseline, both backends, both ways replicas learn of commits.
+        "## kapi on etcd",
+        "-writer etcd client (baseline) | 100 |",
+        "| create through kapi on etcd | 100 |",
+        "| GET through kapi on SQLite | 100 |",
+        "| consistent LIST through kapi on etcd | 3 |",
+        "| etcd watch only | 100 |",
     ] {
         assert!(
             stdout.contains(needle),
