@@ -4,6 +4,7 @@
 //! hang, never a partial write) while `/livez` stays up, and kapi recovers by itself when etcd
 //! returns. Bad etcd flags stop start-up with a clear message.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -115,6 +116,103 @@ fn an_etcd_outage_fails_fast_keeps_livez_and_recovers_without_restart() {
     // Nothing of the failed write landed.
     let during = kapi.request(&Request::get("/api/v1/namespaces/default/configmaps/during"));
     assert_eq!(during.status, 404, "{}", during.raw);
+}
+
+/// Runs `openssl` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A CA, etcd's serving certificate (for 127.0.0.1) and a client certificate signed by it.
+fn etcd_pki(dir: &Path) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    openssl(dir, &[&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.crt", "-days", "1", "-subj", "/CN=etcd-ca"]].concat());
+    for (name, usage) in [("server", "serverAuth,clientAuth"), ("client", "clientAuth")] {
+        std::fs::write(dir.join(format!("{name}.ext")), format!("subjectAltName=IP:127.0.0.1\nextendedKeyUsage={usage}\n")).expect("ext file");
+        let (key, csr, crt, ext) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"), format!("{name}.ext"));
+        openssl(dir, &[&["req"][..], &ec, &["-keyout", &key, "-out", &csr, "-subj", &format!("/CN={name}")]].concat());
+        openssl(
+            dir,
+            &["x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", &crt, "-days", "1", "-extfile", &ext],
+        );
+    }
+}
+
+/// One etcd member serving clients over TLS and requiring client certificates.
+struct TlsEtcd {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl TlsEtcd {
+    fn start(dir: &Path) -> TlsEtcd {
+        let port = kapi_e2e::free_port().expect("port");
+        let peer = kapi_e2e::free_port().expect("port");
+        let url = format!("https://127.0.0.1:{port}");
+        let child = Command::new(kapi_storage::etcd::testing::etcd_binary())
+            .current_dir(dir)
+            .args(["--data-dir", "etcd-data", "--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}"), "--initial-advertise-peer-urls", &format!("http://127.0.0.1:{peer}")])
+            .args(["--initial-cluster", &format!("default=http://127.0.0.1:{peer}")])
+            .args(["--cert-file", "server.crt", "--key-file", "server.key", "--client-cert-auth", "--trusted-ca-file", "ca.crt"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("etcd.log")).expect("log"))
+            .spawn()
+            .expect("start etcd");
+        let etcd = TlsEtcd { child, port };
+        let healthy = wait_for(Duration::from_secs(30), || {
+            let out = Command::new("curl")
+                .current_dir(dir)
+                .args(["-s", "--cacert", "ca.crt", "--cert", "client.crt", "--key", "client.key", &format!("{url}/health")])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout).contains("\"health\":\"true\"").then_some(())
+        });
+        assert!(healthy.is_some(), "etcd over TLS not healthy: {}", std::fs::read_to_string(dir.join("etcd.log")).unwrap_or_default());
+        etcd
+    }
+}
+
+impl Drop for TlsEtcd {
+    fn drop(&mut self) {
+        _ = self.child.kill();
+        _ = self.child.wait();
+    }
+}
+
+#[test]
+fn kapi_reaches_etcd_over_tls_with_a_client_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    etcd_pki(dir.path());
+    let etcd = TlsEtcd::start(dir.path());
+    let file = |name: &str| dir.path().join(name).to_str().expect("path").to_owned();
+    let server = format!("https://127.0.0.1:{}", etcd.port);
+    let (ca, cert, key) = (file("ca.crt"), file("client.crt"), file("client.key"));
+    let kapi = Kapi::start_with(&[
+        "--storage-backend",
+        "etcd3",
+        "--etcd-servers",
+        &server,
+        "--etcd-cafile",
+        &ca,
+        "--etcd-certfile",
+        &cert,
+        "--etcd-keyfile",
+        &key,
+    ])
+    .expect("kapi starts on etcd over TLS");
+    stdout(&kapi.kubectl(&["create", "configmap", "over-tls", "--from-literal=a=b"]));
+    assert!(stdout(&kapi.kubectl(&["get", "configmap", "over-tls", "-o", "name"])).contains("configmap/over-tls"));
+
+    // Without a client certificate etcd refuses the connection: start-up stops, naming etcd.
+    let (code, stderr) = refused(&["--storage-backend", "etcd3", "--etcd-servers", &server, "--etcd-cafile", &ca]);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("etcd"), "{stderr}");
+    // A plain-HTTP URL with TLS files is a configuration error.
+    let (code, stderr) = refused(&["--storage-backend", "etcd3", "--etcd-servers", &format!("http://127.0.0.1:{}", etcd.port), "--etcd-cafile", &ca]);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("HTTPS"), "{stderr}");
 }
 
 /// Runs kapi with `args` on a fresh data dir; it must exit (not serve) within 30 s.
