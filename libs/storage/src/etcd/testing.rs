@@ -114,6 +114,35 @@ impl Member {
         _ = stream.read_to_string(&mut answer);
         answer.contains("\"health\":\"true\"")
     }
+
+    /// The member's own id and the leader id it knows of, from the gRPC gateway's
+    /// `POST /v3/maintenance/status` (ids are decimal strings there); None when it does not
+    /// answer within a second (stopped, killed) or knows no leader.
+    fn status(&self) -> Option<(String, String)> {
+        if self.child.is_none() || self.stopped {
+            return None;
+        }
+        let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], self.spec.client_port).into(), Duration::from_millis(500)).ok()?;
+        _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+        let request = format!(
+            "POST /v3/maintenance/status HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
+            self.spec.client_port
+        );
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut answer = String::new();
+        _ = stream.read_to_string(&mut answer);
+        let own = json_string(&answer, "member_id")?;
+        let leader = json_string(&answer, "leader").filter(|l| l != "0")?;
+        Some((own, leader))
+    }
+}
+
+/// The string value of the first `"name":"..."` in `text` (enough for etcd's status answer).
+fn json_string(text: &str, name: &str) -> Option<String> {
+    let start = text.find(&format!("\"{name}\":\""))? + name.len() + 4;
+    let len = text[start..].find('"')?;
+    Some(text[start..start + len].to_owned())
 }
 
 /// An etcd cluster of one or more members on loopback; every member is killed on drop.
@@ -182,6 +211,30 @@ impl EtcdCluster {
         }
         let log = std::fs::read_to_string(member.spec.data_dir.with_extension("log")).unwrap_or_default();
         Err(failure(format!("etcd member {} not healthy within {READY_WITHIN:?}; its log:\n{log}", member.spec.name)))
+    }
+
+    /// Index of the current leader: the member that calls itself leader and that a majority
+    /// of the cluster's members reports as leader. None while there is none (an election is
+    /// under way, no quorum); stopped and killed members are not asked.
+    pub fn leader(&self) -> Option<usize> {
+        let statuses: Vec<Option<(String, String)>> = self.members.iter().map(Member::status).collect();
+        statuses.iter().enumerate().find_map(|(i, status)| {
+            let (own, leader) = status.as_ref()?;
+            let backers = statuses.iter().flatten().filter(|(_, l)| l == own).count();
+            (own == leader && backers > self.members.len() / 2).then_some(i)
+        })
+    }
+
+    /// Waits (up to 30 s) until the cluster has a leader, and returns its index.
+    pub fn wait_leader(&self) -> Result<usize> {
+        let deadline = Instant::now() + READY_WITHIN;
+        while Instant::now() < deadline {
+            if let Some(i) = self.leader() {
+                return Ok(i);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(failure(format!("no etcd leader within {READY_WITHIN:?}")))
     }
 
     /// SIGKILLs member `i` (its data directory stays, for [`Self::restart`]).
