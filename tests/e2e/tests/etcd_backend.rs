@@ -1,8 +1,9 @@
 //! kapi on a real etcd (`--storage-backend=etcd3`): kubectl works as on SQLite, objects sit
 //! under `--etcd-prefix` where etcdctl-style readers find them, kube's etcd metrics and health
-//! checks answer, an etcd outage gives 5xx Status errors within the request timeout (never a
-//! hang, never a partial write) while `/livez` stays up, and kapi recovers by itself when etcd
-//! returns. Bad etcd flags stop start-up with a clear message.
+//! checks answer, an etcd outage or a lost quorum gives 5xx Status errors within the request
+//! timeout (never a hang, never a partial write) while `/livez` stays up, and kapi recovers by
+//! itself when etcd returns. TLS towards etcd works with client certificates. Bad etcd flags
+//! stop start-up with a clear message.
 
 use std::path::Path;
 use std::process::Command;
@@ -116,6 +117,44 @@ fn an_etcd_outage_fails_fast_keeps_livez_and_recovers_without_restart() {
     // Nothing of the failed write landed.
     let during = kapi.request(&Request::get("/api/v1/namespaces/default/configmaps/during"));
     assert_eq!(during.status, 404, "{}", during.raw);
+}
+
+#[test]
+fn without_quorum_writes_and_reads_fail_within_the_timeout_and_recover_with_it() {
+    let mut etcd = EtcdCluster::start(3).expect("3 etcd members");
+    let kapi = start_on(&etcd, &[]);
+    let create = |name: &str| {
+        kapi.try_request(
+            &Request::new("POST", "/api/v1/namespaces/default/configmaps")
+                .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})),
+        )
+    };
+    assert_eq!(create("with-quorum").expect("create").status, 201);
+    // Two of three members gone: the last one has no leader and refuses reads and writes.
+    etcd.kill(1);
+    etcd.kill(2);
+    for attempt in ["no-quorum-1", "no-quorum-2"] {
+        let started = Instant::now();
+        let failed = create(attempt).expect("an answer, not a hang");
+        assert!(failed.status >= 500 && failed.body["kind"] == "Status", "{}: {}", failed.status, failed.raw);
+        assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    }
+    let started = Instant::now();
+    let read = kapi.request(&Request::get("/api/v1/namespaces/default/configmaps/with-quorum"));
+    assert!(read.status >= 500, "a quorum read without quorum: {}", read.raw);
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    let ready = kapi.request(&Request::get("/readyz").accept("*/*"));
+    assert_eq!(ready.status, 500, "{}", ready.raw);
+
+    etcd.restart(1).expect("restart member 1");
+    etcd.restart(2).expect("restart member 2");
+    let recovered = wait_for(Duration::from_secs(60), || create("quorum-again").ok().filter(|r| r.status == 201));
+    assert!(recovered.is_some(), "kapi did not recover: {}", kapi.log());
+    kapi.wait_ready(Duration::from_secs(30)).expect("ready again");
+    for name in ["no-quorum-1", "no-quorum-2"] {
+        let got = kapi.request(&Request::get(&format!("/api/v1/namespaces/default/configmaps/{name}")));
+        assert_eq!(got.status, 404, "a refused write landed: {}", got.raw);
+    }
 }
 
 /// Runs `openssl` in `dir`.
