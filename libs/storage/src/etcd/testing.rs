@@ -119,6 +119,14 @@ impl Member {
     /// `POST /v3/maintenance/status` (ids are decimal strings there); None when it does not
     /// answer within a second (stopped, killed) or knows no leader.
     fn status(&self) -> Option<(String, String)> {
+        let answer = self.status_answer()?;
+        let own = json_string(&answer, "member_id")?;
+        let leader = json_string(&answer, "leader").filter(|l| l != "0")?;
+        Some((own, leader))
+    }
+
+    /// The raw answer to `POST /v3/maintenance/status`.
+    fn status_answer(&self) -> Option<String> {
         if self.child.is_none() || self.stopped {
             return None;
         }
@@ -132,9 +140,7 @@ impl Member {
         stream.write_all(request.as_bytes()).ok()?;
         let mut answer = String::new();
         _ = stream.read_to_string(&mut answer);
-        let own = json_string(&answer, "member_id")?;
-        let leader = json_string(&answer, "leader").filter(|l| l != "0")?;
-        Some((own, leader))
+        Some(answer)
     }
 }
 
@@ -223,6 +229,12 @@ impl EtcdCluster {
             let backers = statuses.iter().flatten().filter(|(_, l)| l == own).count();
             (own == leader && backers > self.members.len() / 2).then_some(i)
         })
+    }
+
+    /// The revision of member `i`'s key-value store (its status answer's header), while it
+    /// runs and answers: members of a healthy cluster agree within moments.
+    pub fn revision(&self, i: usize) -> Option<u64> {
+        json_string(&self.members[i].status_answer()?, "revision")?.parse().ok()
     }
 
     /// Waits (up to 30 s) until the cluster has a leader, and returns its index.
