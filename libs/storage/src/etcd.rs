@@ -142,6 +142,10 @@ const MAX_MESSAGE: usize = 1 << 30;
 /// to give up on a stopped member within seconds.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(6);
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(4);
+/// Requests that never reached a member are sent again this many times...
+const CONNECT_RETRIES: u32 = 4;
+/// ...after this pause times the attempt.
+const CONNECT_RETRY_PAUSE: Duration = Duration::from_millis(25);
 
 /// A [`Store`] on etcd.
 pub struct EtcdStore {
@@ -287,12 +291,31 @@ impl EtcdStore {
         outcome.map_err(|_| CallError::Timeout(self.timeout))
     }
 
-    /// [`Self::call`] for etcd's own calls, whose errors are failures.
-    async fn etcd<T, F>(&self, operation: &'static str, key: &str, call: F) -> std::result::Result<T, CallError>
+    /// One etcd request under the request timeout, reported to the observer. A request that
+    /// never left (its member's connection could not be made: a member down, restarting) is
+    /// sent again, to whichever member the balancer picks next, within the same timeout.
+    async fn etcd<T, F, Fut>(&self, operation: &'static str, key: &str, call: F) -> std::result::Result<T, CallError>
     where
-        F: Future<Output = std::result::Result<T, etcd_client::Error>>,
+        F: Fn() -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
     {
-        self.call(operation, key, call).await?.map_err(CallError::Etcd)
+        let started = Instant::now();
+        let mut retries = 0;
+        let outcome = loop {
+            let left = self.timeout.saturating_sub(started.elapsed());
+            match tokio::time::timeout(left, call()).await {
+                Err(_) => break Err(CallError::Timeout(self.timeout)),
+                Ok(Err(e)) if errors::never_sent(&e) && retries < CONNECT_RETRIES => {
+                    retries += 1;
+                    tokio::time::sleep(CONNECT_RETRY_PAUSE * retries).await;
+                }
+                Ok(answer) => break answer.map_err(CallError::Etcd),
+            }
+        };
+        if let Some(observer) = &self.observer {
+            observer.observe(operation, key, started.elapsed(), outcome.is_ok());
+        }
+        outcome
     }
 
     fn etcd_key(&self, key: &str) -> Result<Vec<u8>> {
@@ -331,7 +354,13 @@ impl EtcdStore {
             .when([condition])
             .and_then([write, TxnOp::put(self.keys.last_write(), Vec::new(), None)])
             .or_else([TxnOp::get(etcd_key, None)]);
-        let response = self.etcd(operation, key, self.kv.clone().txn(txn)).await.map_err(CallError::into_storage)?;
+        let response = self
+            .etcd(operation, key, || {
+                let (mut kv, txn) = (self.kv.clone(), txn.clone());
+                async move { kv.txn(txn).await }
+            })
+            .await
+            .map_err(CallError::into_storage)?;
         Ok((response.succeeded(), response))
     }
 
@@ -375,15 +404,28 @@ impl EtcdStore {
         let operation = if opts.limit.is_some() { "listWithCount" } else { "list" };
         match opts.revision {
             Some(at) => {
-                let outcome = self.call(operation, prefix, self.kv.clone().get(start, Some(get.with_revision(etcd_revision(at))))).await;
-                match outcome.map_err(CallError::into_storage)? {
+                let get = get.with_revision(etcd_revision(at));
+                match self
+                    .etcd(operation, prefix, || {
+                        let (mut kv, start, get) = (self.kv.clone(), start.clone(), get.clone());
+                        async move { kv.get(start, Some(get)).await }
+                    })
+                    .await
+                {
                     Ok(mut response) => Ok((response.take_kvs(), response.more(), response.count(), at)),
-                    Err(e) => Err(self.revision_error(at, e).await),
+                    Err(CallError::Etcd(e)) => Err(self.revision_error(at, e).await),
+                    Err(timeout) => Err(timeout.into_storage()),
                 }
             }
             None => {
                 let txn = Txn::new().and_then([TxnOp::get(start, Some(get)), TxnOp::get(self.keys.last_write(), None)]);
-                let response = self.etcd(operation, prefix, self.kv.clone().txn(txn)).await.map_err(CallError::into_storage)?;
+                let response = self
+                    .etcd(operation, prefix, || {
+                        let (mut kv, txn) = (self.kv.clone(), txn.clone());
+                        async move { kv.txn(txn).await }
+                    })
+                    .await
+                    .map_err(CallError::into_storage)?;
                 let mut ops = response.op_responses().into_iter();
                 let (Some(TxnOpResponse::Get(mut items)), Some(TxnOpResponse::Get(marker))) = (ops.next(), ops.next()) else {
                     return Err(errors::unexpected("a list transaction without its reads"));
@@ -444,7 +486,13 @@ impl EtcdStore {
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         let etcd_key = self.etcd_key(key)?;
-        let response = self.etcd("get", key, self.kv.clone().get(etcd_key, None)).await.map_err(CallError::into_storage)?;
+        let response = self
+            .etcd("get", key, || {
+                let (mut kv, key) = (self.kv.clone(), etcd_key.clone());
+                async move { kv.get(key, None).await }
+            })
+            .await
+            .map_err(CallError::into_storage)?;
         response.kvs().first().map(|kv| self.key_value(kv)).transpose()
     }
 
@@ -522,7 +570,13 @@ impl Store for EtcdStore {
             return Ok(0);
         }
         let options = GetOptions::new().with_range(end).with_count_only();
-        let response = self.etcd("listWithCount", prefix, self.kv.clone().get(start, Some(options))).await.map_err(CallError::into_storage)?;
+        let response = self
+            .etcd("listWithCount", prefix, || {
+                let (mut kv, start, options) = (self.kv.clone(), start.clone(), options.clone());
+                async move { kv.get(start, Some(options)).await }
+            })
+            .await
+            .map_err(CallError::into_storage)?;
         Ok(u64::try_from(response.count()).unwrap_or(0))
     }
 
@@ -544,7 +598,13 @@ impl Store for EtcdStore {
 
     async fn current_revision(&self) -> Result<Revision> {
         let marker = self.keys.last_write();
-        let response = self.etcd("get", "", self.kv.clone().get(marker, None)).await.map_err(CallError::into_storage)?;
+        let response = self
+            .etcd("get", "", || {
+                let (mut kv, marker) = (self.kv.clone(), marker.clone());
+                async move { kv.get(marker, None).await }
+            })
+            .await
+            .map_err(CallError::into_storage)?;
         Ok(response.kvs().first().map(|kv| revision_of(kv.mod_revision())).unwrap_or(0))
     }
 
@@ -560,10 +620,7 @@ impl Store for EtcdStore {
         if revision > current {
             return Err(StorageError::FutureRevision { requested: revision, current });
         }
-        match self.call("compact", "", compact::compact(&self.kv, &self.compacted, revision)).await.map_err(CallError::into_storage)? {
-            Err(StorageError::FutureRevision { requested, .. }) => Err(StorageError::FutureRevision { requested, current }),
-            other => other,
-        }
+        self.call("compact", "", compact::compact(&self.kv, &self.compacted, revision)).await.map_err(CallError::into_storage)?
     }
 
     fn subscribe(&self) -> watch::Receiver<Revision> {

@@ -84,7 +84,11 @@ pub(crate) async fn compact(kv: &KvClient, horizon: &AtomicU64, revision: Revisi
                 horizon.fetch_max(found, Ordering::SeqCst);
                 Ok(())
             }
-            EtcdFailure::FutureRevision => Err(StorageError::FutureRevision { requested: revision, current: 0 }),
+            // The member that answered has not applied `revision` yet (callers check the
+            // store's revision first, so this is a lagging member).
+            EtcdFailure::FutureRevision => {
+                Err(StorageError::Backend(format!("etcd: compaction to revision {revision} refused: the answering member has not reached it")))
+            }
             EtcdFailure::Other => Err(errors::backend(&e)),
         },
     }

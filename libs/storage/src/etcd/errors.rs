@@ -32,6 +32,19 @@ pub(crate) fn classify(error: &etcd_client::Error) -> EtcdFailure {
     }
 }
 
+/// Whether the request never reached etcd: no connection to the member the balancer chose
+/// could be made. Sending it again cannot apply it twice.
+pub(crate) fn never_sent(error: &etcd_client::Error) -> bool {
+    match error {
+        etcd_client::Error::GRpcStatus(status) if status.code() == tonic::Code::Unavailable => {
+            let message = status.message();
+            message.contains("tcp connect error") || message.contains("error trying to connect") || message.contains("connection refused")
+        }
+        etcd_client::Error::TransportError(_) => true,
+        _ => false,
+    }
+}
+
 /// A backend error naming etcd, for failures that are not about revisions.
 pub(crate) fn backend(error: &etcd_client::Error) -> StorageError {
     StorageError::Backend(describe(error))
