@@ -16,7 +16,7 @@ use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::resource_version::ResourceVersionMatch;
 use kapi_apimachinery::{continue_token, time as ktime, ApiError, GroupResource, Result};
 use kapi_storage::{DynStore, KeyValue, ListOptions, Revision, StorageError};
-use kapi_watch::{CacheSet, Filter, WatchError, WatchStart, Watcher};
+use kapi_watch::{CacheSet, Filter, RevisionReads, WatchError, WatchStart, Watcher};
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
@@ -115,18 +115,16 @@ pub fn storage_error(spec: &ResourceSpec, name: &str, err: StorageError) -> ApiE
         StorageError::Compacted { requested, compacted } => {
             ApiError::resource_expired(format!("too old resource version: {requested} ({compacted})"))
         }
-        StorageError::FutureRevision { requested, current } => ApiError::timeout(format!(
-            "Too large resource version: {requested}, current: {current}"
-        )),
+        StorageError::FutureRevision { requested, current } => {
+            ApiError::timeout(format!("Too large resource version: {requested}, current: {current}"))
+        }
         StorageError::Backend(e) => ApiError::internal(e),
     }
 }
 
 fn watch_error(err: WatchError) -> ApiError {
     match err {
-        WatchError::TooOld { requested, oldest } => {
-            ApiError::resource_expired(format!("too old resource version: {requested} ({oldest})"))
-        }
+        WatchError::TooOld { requested, oldest } => ApiError::resource_expired(format!("too old resource version: {requested} ({oldest})")),
         WatchError::Timeout => ApiError::timeout("Too large resource version: timed out waiting for the cache"),
         other => ApiError::internal(other),
     }
@@ -248,6 +246,8 @@ type EffectsByResource = Vec<((&'static str, &'static str), Arc<dyn WriteEffects
 pub struct RestStore {
     store: DynStore,
     caches: Arc<CacheSet>,
+    /// The store's current revision for consistent reads, one read per batch of readers.
+    revisions: Arc<RevisionReads>,
     /// Resources whose writes reserve something besides the object (Services' addresses).
     effects: Arc<EffectsByResource>,
 }
@@ -255,7 +255,8 @@ pub struct RestStore {
 impl RestStore {
     /// Wraps a store and the watch caches that follow it.
     pub fn new(store: DynStore, caches: Arc<CacheSet>) -> Self {
-        Self { store, caches, effects: Arc::default() }
+        let revisions = Arc::new(RevisionReads::new(store.clone()));
+        Self { store, caches, revisions, effects: Arc::default() }
     }
 
     /// This store with `effects` around every write of `group`/`resource`.
@@ -292,14 +293,30 @@ impl RestStore {
         self.store.get(key).await.map_err(|e| storage_error(spec, name, e))
     }
 
-    /// GET of one object: a consistent read from the store.
+    /// GET of one object: a consistent read. From the resource's watch cache once it has
+    /// reached the store's current revision (read after the request arrived, shared with the
+    /// other reads waiting for it), as kube's consistent reads from cache; from the store for a
+    /// resource without a cache.
     pub async fn get(&self, strategy: &dyn Strategy, namespace: Option<&str>, name: &str) -> Result<Value> {
         let spec = strategy.spec();
         let key = object_key(spec, namespace, name);
+        if let Some(cache) = self.caches.cache(&spec.key_prefix()) {
+            let current = self.current_revision(spec).await?;
+            self.caches.wait_for(current, CACHE_WAIT).await.map_err(watch_error)?;
+            return match cache.get(&key) {
+                Some(cached) => Ok((*cached.object).clone()),
+                None => Err(ApiError::not_found(&group_resource(spec), name)),
+            };
+        }
         match self.read(spec, &key, name).await? {
             Some(kv) => decode_stored(&kv),
             None => Err(ApiError::not_found(&group_resource(spec), name)),
         }
+    }
+
+    /// The store's current revision for a consistent read of `spec`.
+    async fn current_revision(&self, spec: &ResourceSpec) -> Result<Revision> {
+        self.revisions.current().await.map_err(|e| storage_error(spec, "", e))
     }
 
     fn predicate<'a>(strategy: &'a dyn Strategy, params: &'a ListParams) -> impl Fn(&Value) -> bool + 'a {
@@ -329,12 +346,9 @@ impl RestStore {
             && params.resource_version_match != Some(ResourceVersionMatch::Exact)
             && (params.resource_version == Some(0) || limit.is_none());
         if from_cache {
-            let cache = self
-                .caches
-                .cache(&spec.key_prefix())
-                .ok_or_else(|| ApiError::internal(format!("no watch cache for {}", spec.resource)))?;
+            let cache = self.caches.cache(&spec.key_prefix()).ok_or_else(|| ApiError::internal(format!("no watch cache for {}", spec.resource)))?;
             let wait_for = match params.resource_version {
-                None => self.store.current_revision().await.map_err(|e| storage_error(spec, "", e))?,
+                None => self.current_revision(spec).await?,
                 Some(rv) => rv,
             };
             self.caches.wait_for(wait_for, CACHE_WAIT).await.map_err(watch_error)?;
@@ -364,9 +378,9 @@ impl RestStore {
                 .list(&prefix, ListOptions { start_after: start_after.clone(), limit: Some(page_size), revision: snapshot })
                 .await
                 .map_err(|e| match e {
-                    StorageError::Compacted { .. } if params.continue_token.is_some() => ApiError::continue_expired(),
-                    e => storage_error(spec, "", e),
-                })?;
+                StorageError::Compacted { .. } if params.continue_token.is_some() => ApiError::continue_expired(),
+                e => storage_error(spec, "", e),
+            })?;
             snapshot = Some(page.revision);
             for kv in &page.items {
                 examined += 1;
@@ -401,11 +415,7 @@ impl RestStore {
 
     async fn remaining_after(&self, prefix: &str, last: &str, rev: Revision) -> Option<u64> {
         // Counting costs one more snapshot scan of keys; kube reports it only when cheap.
-        let rest = self
-            .store
-            .list(prefix, ListOptions { start_after: Some(last.to_owned()), limit: Some(1), revision: Some(rev) })
-            .await
-            .ok()?;
+        let rest = self.store.list(prefix, ListOptions { start_after: Some(last.to_owned()), limit: Some(1), revision: Some(rev) }).await.ok()?;
         if rest.items.is_empty() {
             return Some(0);
         }
@@ -416,10 +426,7 @@ impl RestStore {
     /// current state, as kube-apiserver does; a revision resumes after it.
     pub async fn watch(&self, strategy: &dyn Strategy, namespace: Option<&str>, params: &ListParams) -> Result<Watcher> {
         let spec = strategy.spec();
-        let cache = self
-            .caches
-            .cache(&spec.key_prefix())
-            .ok_or_else(|| ApiError::internal(format!("no watch cache for {}", spec.resource)))?;
+        let cache = self.caches.cache(&spec.key_prefix()).ok_or_else(|| ApiError::internal(format!("no watch cache for {}", spec.resource)))?;
         let start = match params.resource_version {
             None | Some(0) => WatchStart::InitialState,
             Some(rv) if params.send_initial_events => {
@@ -432,7 +439,7 @@ impl RestStore {
             }
         };
         let start = if params.resource_version.is_none() && params.send_initial_events {
-            let current = self.store.current_revision().await.map_err(|e| storage_error(spec, "", e))?;
+            let current = self.current_revision(spec).await?;
             self.caches.wait_for(current, CACHE_WAIT).await.map_err(watch_error)?;
             WatchStart::InitialState
         } else {
@@ -475,12 +482,7 @@ impl RestStore {
         match obj.get("kind").and_then(Value::as_str) {
             None | Some("") => obj["kind"] = Value::String(spec.kind.to_owned()),
             Some(k) if k == spec.kind => {}
-            Some(k) => {
-                return Err(ApiError::bad_request(format!(
-                    "the kind in the data ({k}) does not match the expected kind ({})",
-                    spec.kind
-                )))
-            }
+            Some(k) => return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", spec.kind))),
         }
         let body_ns = meta_str(obj, "namespace").map(str::to_owned);
         if spec.namespaced {
@@ -491,9 +493,7 @@ impl RestStore {
                 }
                 Some(b) if b == ns => {}
                 Some(_) => {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request",
-                    ))
+                    return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"))
                 }
             }
         } else if body_ns.is_some() {
@@ -523,8 +523,7 @@ impl RestStore {
         if meta_str(&obj, "name").is_none() {
             if let Some(prefix) = meta_str(&obj, "generateName").map(str::to_owned) {
                 let mut rng = rand::thread_rng();
-                let suffix: String =
-                    (0..5).map(|_| NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())] as char).collect();
+                let suffix: String = (0..5).map(|_| NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())] as char).collect();
                 let mut base = prefix;
                 // kube trims the prefix so that the generated name stays within 63 characters.
                 base.truncate(58);

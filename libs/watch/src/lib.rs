@@ -14,6 +14,7 @@
 
 mod cache;
 mod config;
+mod consistent;
 mod error;
 mod event;
 mod fanout;
@@ -24,6 +25,7 @@ mod watcher;
 
 pub use cache::ResourceCache;
 pub use config::CacheConfig;
+pub use consistent::RevisionReads;
 pub use error::WatchError;
 pub use event::{
     CachedEvent, CachedObject, EventType, Filter, MediaSlot, TerminateReason, WatchItem,
