@@ -31,6 +31,9 @@ pub struct ServingOptions {
     pub shutdown_send_retry_after: bool,
     /// `--goaway-chance`: fraction of HTTP/2 answers that close their connection.
     pub goaway_chance: f64,
+    /// Whether the metrics filter records requests (off only with the hidden
+    /// `--disable-request-metrics`, the benchmark's baseline).
+    pub request_metrics: bool,
     /// `-v=3` and above: a log line per answered request (kube's httplog).
     pub http_log: bool,
     /// `--strict-transport-security-directives` and `--cors-allowed-origins`.
@@ -48,6 +51,7 @@ impl Default for ServingOptions {
             watch_termination_grace: Duration::ZERO,
             shutdown_send_retry_after: false,
             goaway_chance: 0.0,
+            request_metrics: true,
             http_log: false,
             http_headers: Arc::default(),
         }

@@ -10,13 +10,13 @@ use serde_json::json;
 use crate::stats::{ms, Samples};
 use crate::{check, configmap, drive, Kapi};
 
-struct Plan {
-    objects: usize,
-    concurrency: usize,
+pub(crate) struct Plan {
+    pub(crate) objects: usize,
+    pub(crate) concurrency: usize,
 }
 
 impl Plan {
-    fn new(quick: bool) -> Self {
+    pub(crate) fn new(quick: bool) -> Self {
         if quick {
             Plan { objects: 200, concurrency: 4 }
         } else {
@@ -25,25 +25,34 @@ impl Plan {
     }
 }
 
-const POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n";
+pub(crate) const POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [\"RequestReceived\"]\nrules:\n- level: Metadata\n";
 
-async fn workload(kapi: &Kapi, plan: &Plan) -> Result<(Samples, Samples), String> {
+/// Creates `plan.objects` ConfigMaps, then GETs each; `mark(i)` is called before the creates
+/// (0), between the creates and the GETs (1) and after the GETs (2).
+pub(crate) async fn workload(
+    kapi: &Kapi,
+    plan: &Plan,
+    mut mark: impl FnMut(usize),
+) -> Result<(Samples, Samples), String> {
     let mut conn = kapi.target.connect().await?;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
     let (status, body) = conn.send(Method::POST, "/api/v1/namespaces", Some(bytes::Bytes::from(ns.to_string()))).await?;
     check(status, StatusCode::CREATED, &body, "create namespace")?;
+    mark(0);
     let creates = drive(&kapi.target, plan.objects, plan.concurrency, |mut conn, i| async move {
         let (status, body) = conn.send(Method::POST, crate::NS, Some(configmap(&format!("cm-{i}")))).await?;
         check(status, StatusCode::CREATED, &body, "create")?;
         Ok(conn)
     })
     .await?;
+    mark(1);
     let gets = drive(&kapi.target, plan.objects, plan.concurrency, |mut conn, i| async move {
         let (status, body) = conn.send(Method::GET, &format!("{}/cm-{i}", crate::NS), None).await?;
         check(status, StatusCode::OK, &body, "get")?;
         Ok(conn)
     })
     .await?;
+    mark(2);
     Ok((creates, gets))
 }
 
@@ -66,7 +75,7 @@ async fn audited(kapi_bin: &Path, plan: &Plan, mode: &str) -> Result<(Samples, S
     let (policy, log_arg) = (policy.to_string_lossy().into_owned(), log.to_string_lossy().into_owned());
     let kapi = Kapi::start_with(kapi_bin, &["--audit-policy-file", &policy, "--audit-log-path", &log_arg, "--audit-log-mode", mode])?;
     kapi.wait_ready().await?;
-    let (creates, gets) = workload(&kapi, plan).await?;
+    let (creates, gets) = workload(&kapi, plan, |_| {}).await?;
     drop(kapi);
     let lines = std::fs::read_to_string(&log).map(|t| t.lines().count()).unwrap_or(0);
     if lines < 2 * plan.objects {
@@ -80,7 +89,7 @@ pub async fn run(kapi_bin: &Path, quick: bool) -> Result<String, String> {
     let plan = Plan::new(quick);
     let plain = Kapi::start(kapi_bin)?;
     plain.wait_ready().await?;
-    let (creates, gets) = workload(&plain, &plan).await?;
+    let (creates, gets) = workload(&plain, &plan, |_| {}).await?;
     drop(plain);
 
     let (audited_creates, audited_gets, lines) = audited(kapi_bin, &plan, "blocking").await?;

@@ -13,6 +13,7 @@ mod client;
 mod crds;
 mod encryption;
 mod etcd;
+mod observability;
 mod rapid_reset;
 mod replicas;
 mod stats;
@@ -75,6 +76,9 @@ enum Section {
     Admission,
     /// Creates and GETs without auditing and with every request audited at Metadata.
     Audit,
+    /// Creates and GETs without the request metrics, with metrics only (the default), with
+    /// tracing sampling 0 and 100%, with audit at Metadata (blocking and batch), interleaved.
+    Observability,
     /// Secret creates and GETs with identity, aescbc and a KMS v2 plugin.
     Encryption,
     /// API Priority and Fairness off vs on: one user floods with LISTs while another does GETs
@@ -667,6 +671,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Audit) {
         report.push_str(&audit::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Observability) {
+        report.push_str(&observability::run(&cli.kapi_bin, cli.quick).await?);
     }
     if wants(Section::Encryption) {
         report.push_str(&encryption::run(&cli.kapi_bin, cli.quick).await?);

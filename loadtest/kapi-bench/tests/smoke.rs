@@ -56,6 +56,23 @@ fn quick_run_reports_every_measurement() {
         "## HTTP/2 rapid reset",
         "| unauthenticated attacker |",
         "| authenticated attacker |",
+        // Observability: every configuration measured creates and GETs, and the costs have
+        // their baselines (sampling 0 exporting a span, or 100% none, fails the run).
+        "## Observability: metrics, tracing, audit",
+        "| creates | no request metrics (baseline) |",
+        "| creates | metrics only (default) |",
+        "| creates | tracing, sampling 0 |",
+        "| creates | tracing, sampling 100% |",
+        "| creates | audit Metadata, blocking |",
+        "| creates | audit Metadata, batch |",
+        "| GETs | no request metrics (baseline) |",
+        "| GETs | metrics only (default) |",
+        "| GETs | tracing, sampling 0 |",
+        "| GETs | tracing, sampling 100% |",
+        "| GETs | audit Metadata, blocking |",
+        "| GETs | audit Metadata, batch |",
+        "vs baseline | ≤ 3%:",
+        "vs metrics only | ≤ 10%:",
         // Encryption at rest: Secrets with identity, aescbc and the KMS v2 test plugin.
         "## Encryption at rest",
         "| creates, aescbc |",

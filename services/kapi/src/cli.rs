@@ -52,6 +52,11 @@ pub(crate) struct Cli {
     /// spread over replicas behind a load balancer; 0 disables it.
     #[arg(long, default_value_t = 0.0, value_parser = parse_goaway_chance)]
     pub(crate) goaway_chance: f64,
+    /// Benchmark aid, not for production: requests skip the metrics filter, so
+    /// `apiserver_request_*` are not recorded (`kapi-bench --only observability`'s baseline
+    /// for the cost of metrics).
+    #[arg(long, hide = true)]
+    pub(crate) disable_request_metrics: bool,
     /// IP address of this replica in the kubernetes Service's endpoints (default: the bind
     /// address, or the default route's address when binding all addresses).
     #[arg(long)]

@@ -238,6 +238,7 @@ fn main() -> ExitCode {
         shutdown_send_retry_after: cli.shutdown_send_retry_after,
         livez_grace_period: cli.livez_grace_period,
         goaway_chance: cli.goaway_chance,
+        disable_request_metrics: cli.disable_request_metrics,
         http_headers,
         advertise_address: cli.advertise_address,
         endpoint_reconciler: cli.endpoint_reconciler_type,

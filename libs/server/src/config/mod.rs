@@ -521,6 +521,7 @@ async fn build_server(
             watch_termination_grace: opts.watch_termination_grace,
             shutdown_send_retry_after: opts.shutdown_send_retry_after,
             goaway_chance: opts.goaway_chance,
+            request_metrics: !opts.disable_request_metrics,
             http_log: opts.http_log,
             http_headers: opts.http_headers.clone(),
             ..ServingOptions::default()

@@ -32,6 +32,10 @@ pub struct Options {
     pub livez_grace_period: Duration,
     /// `--goaway-chance`: fraction of HTTP/2 requests whose connection gets GOAWAY (0..=0.02).
     pub goaway_chance: f64,
+    /// `--disable-request-metrics` (hidden, a benchmark aid): the metrics filter records
+    /// nothing, so the per-request series stay empty; `kapi-bench --only observability`'s
+    /// baseline.
+    pub disable_request_metrics: bool,
     /// `-v=3` and above: a log line per answered request.
     pub http_log: bool,
     /// `--strict-transport-security-directives` and `--cors-allowed-origins`, checked.
@@ -188,6 +192,7 @@ impl Default for Options {
             shutdown_send_retry_after: false,
             livez_grace_period: Duration::ZERO,
             goaway_chance: 0.0,
+            disable_request_metrics: false,
             http_log: false,
             encryption_reload: None,
             tls_sni_cert_keys: Vec::new(),
