@@ -72,6 +72,23 @@ impl AuditHandle {
         if body.is_empty() || !(self.wants_request() || unnamed) {
             return;
         }
+        if !self.wants_request() && is_json(content_type) {
+            // Only the name is wanted: read metadata's name and namespace, skipping the rest
+            // without building the object.
+            let Ok(named) = serde_json::from_slice::<Named<'_>>(body) else { return };
+            let meta = named.metadata.unwrap_or_default();
+            self.with(|a| {
+                if let Some(r) = a.event.object_ref.as_mut() {
+                    if r.name.is_empty() {
+                        r.name = meta.name.unwrap_or_default().into_owned();
+                    }
+                    if r.namespace.is_empty() {
+                        r.namespace = meta.namespace.unwrap_or_default().into_owned();
+                    }
+                }
+            });
+            return;
+        }
         let Ok(mut object) = crate::negotiation::decode_body(content_type, body) else { return };
         self.with(|a| {
             if let Some(r) = a.event.object_ref.as_mut() {
@@ -91,6 +108,33 @@ impl AuditHandle {
             }
         });
     }
+}
+
+/// The parts of a JSON object naming it (unknown fields skipped, strings borrowed when they
+/// hold no escapes).
+#[derive(serde::Deserialize)]
+struct Named<'a> {
+    #[serde(default, borrow)]
+    metadata: Option<NamedMeta<'a>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct NamedMeta<'a> {
+    #[serde(default, borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Whether a body of this content type is JSON (the default without one).
+fn is_json(content_type: Option<&str>) -> bool {
+    content_type.is_none_or(|c| c.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// A new Audit-ID: a random (version 4) UUID, as kube's, from the thread's CSPRNG (no system
+/// call per request).
+fn new_audit_id() -> String {
+    uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
 }
 
 fn source_ips(req: &Request<Incoming>) -> Vec<String> {
@@ -144,7 +188,7 @@ where
             Err(never) => match never {},
         };
         if !resp.headers().contains_key("audit-id") {
-            let id = id.or_else(|| http::HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()).ok());
+            let id = id.or_else(|| http::HeaderValue::from_str(&new_audit_id()).ok());
             if let Some(id) = id {
                 resp.headers_mut().insert("audit-id", id);
             }
@@ -170,13 +214,8 @@ where
     if decision.level == Level::None {
         return pass(inner, req).await;
     }
-    let audit_id = req
-        .headers()
-        .get("audit-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty())
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let audit_id =
+        req.headers().get("audit-id").and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()).map(str::to_owned).unwrap_or_else(new_audit_id);
     let object_ref = info.is_resource_request.then(|| ObjectRef {
         resource: info.resource.clone(),
         namespace: info.namespace.clone(),
@@ -207,7 +246,11 @@ where
         write(&auditor, &handle, Stage::RequestReceived).await;
     }
     req.extensions_mut().insert(handle.clone());
-    let mut resp = pass(inner, req).await;
+    // The Audit-ID header is this event's (set below), not one `pass` would make up.
+    let mut resp = match inner.oneshot(req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    };
     if let Ok(v) = HeaderValue::from_str(&audit_id) {
         resp.headers_mut().insert("audit-id", v);
     }
