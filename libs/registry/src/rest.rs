@@ -302,11 +302,18 @@ impl RestStore {
         let key = object_key(spec, namespace, name);
         if let Some(cache) = self.caches.cache(&spec.key_prefix()) {
             let current = self.current_revision(spec).await?;
-            self.caches.wait_for(current, CACHE_WAIT).await.map_err(watch_error)?;
-            return match cache.get(&key) {
-                Some(cached) => Ok((*cached.object).clone()),
-                None => Err(ApiError::not_found(&group_resource(spec), name)),
-            };
+            match self.caches.wait_for(current, CACHE_WAIT).await {
+                Ok(()) => {
+                    return match cache.get(&key) {
+                        Some(cached) => Ok((*cached.object).clone()),
+                        None => Err(ApiError::not_found(&group_resource(spec), name)),
+                    }
+                }
+                // A cache held back (its log follower reconnecting to the store) must not fail
+                // GETs the store itself can answer.
+                Err(WatchError::Timeout) => tracing::warn!(resource = spec.resource, current, "watch cache behind; GET read from the store"),
+                Err(e) => return Err(watch_error(e)),
+            }
         }
         match self.read(spec, &key, name).await? {
             Some(kv) => decode_stored(&kv),
