@@ -21,7 +21,6 @@ pub mod names;
 pub mod openapi;
 pub mod served;
 pub mod tier;
-mod version;
 
 #[cfg(test)]
 mod cel_tests;

@@ -17,7 +17,6 @@ use serde_json::Value;
 use crate::crd::{is_true, str_at, strings_at, ESTABLISHED};
 use crate::conversion::Webhook;
 use crate::custom::{pointer, selectable_fields, CustomScope, CustomStrategy, ScalePaths};
-use crate::version;
 
 /// Verbs of every custom resource, in kube's discovery order.
 const VERBS: &[&str] = &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
@@ -87,7 +86,7 @@ impl Served {
         self.groups = groups
             .into_iter()
             .map(|(name, mut versions)| {
-                versions.sort_by(|a, b| version::compare(a, b));
+                versions.sort_by(|a, b| kapi_apimachinery::version_order::compare(a, b));
                 ServedGroup { name, versions, order: CUSTOM_GROUP_ORDER }
             })
             .collect();

@@ -16,6 +16,7 @@ pub mod status;
 pub mod strategic_merge;
 pub mod time;
 pub mod validation;
+pub mod version_order;
 pub mod watch;
 
 pub use gvk::{GroupResource, GroupVersion, GroupVersionKind, GroupVersionResource};

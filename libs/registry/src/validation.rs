@@ -29,7 +29,7 @@ pub fn name_rule(group: &str, kind: &str) -> NameRule {
     match (group, kind) {
         ("", "Namespace") => NameRule::Dns1123Label,
         ("", "Service") => NameRule::Dns1035Label,
-        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+        ("rbac.authorization.k8s.io", _) | ("apiregistration.k8s.io", "APIService") => NameRule::PathSegment,
         ("networking.k8s.io", "IPAddress") => NameRule::IpAddress,
         ("flowcontrol.apiserver.k8s.io", _) => NameRule::Dns1123Subdomain,
         _ => NameRule::Dns1123Subdomain,
@@ -76,6 +76,7 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         ("networking.k8s.io", "ServiceCIDR") => service_cidr::validate_service_cidr(obj),
         ("node.k8s.io", "RuntimeClass") => cluster::validate_runtime_class(obj),
         ("scheduling.k8s.io", "PriorityClass") => cluster::validate_priority_class(obj),
+        ("apiregistration.k8s.io", "APIService") => cluster::validate_api_service(obj),
         _ => Vec::new(),
     });
     causes
@@ -94,6 +95,7 @@ pub fn validate_update(group: &str, kind: &str, new: &Value, old: &Value) -> Vec
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => immutable(new, old, "/spec/selector", "spec.selector"),
         ("apps", "StatefulSet") => workloads::validate_stateful_set_update(new, old),
         ("networking.k8s.io", "ServiceCIDR") => service_cidr::validate_service_cidr_update(new, old),
+        ("apiregistration.k8s.io", "APIService") => cluster::validate_api_service_status(new),
         ("batch", "Job") => workloads::validate_job_update(new, old),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             if new.get("roleRef") != old.get("roleRef") {

@@ -218,3 +218,36 @@ pub fn too_many_requests(message: &str, retry_after: &'static str) -> Response<B
     resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(retry_after));
     resp
 }
+
+/// Another server's answer body (a kubelet's, an aggregated API server's) as a response body,
+/// streamed as it arrives: a read error ends it, as kube's `io.Copy` stops and the answer ends.
+pub fn streamed(body: hyper::body::Incoming) -> Body {
+    EndOnError(body).boxed_unsync()
+}
+
+struct EndOnError(hyper::body::Incoming);
+
+impl hyper::body::Body for EndOnError {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match Pin::new(&mut self.0).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(Some(Err(e))) => {
+                tracing::debug!("proxied stream ended: {e}");
+                Poll::Ready(None)
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
+}

@@ -69,6 +69,29 @@ pub trait Tier: Send + Sync {
     fn generation(&self) -> u64 {
         0
     }
+
+    /// The server of a group version this tier hands to another process (kube-aggregator's
+    /// APIServices backed by a Service): its requests, discovery of it included, are proxied.
+    fn proxy(&self, _group: &str, _version: &str) -> Option<Arc<dyn Proxy>> {
+        None
+    }
+
+    /// Aggregated discovery's resources of a proxied group version, as its server last
+    /// described them, and whether that description is current (`false`: kube's `Stale`, the
+    /// server could not be asked). `None` for group versions this tier does not proxy.
+    fn remote_resources(&self, _group: &str, _version: &str) -> Option<(Arc<Vec<Value>>, bool)> {
+        None
+    }
+
+    /// Called once the whole chain is built: a tier that follows what the others serve (the
+    /// aggregator's registration of local APIServices) starts from here.
+    fn start(&self, _chain: &Chain) {}
+}
+
+/// A group version served by another process, reached through this one.
+pub trait Proxy: Send + Sync {
+    /// Forwards one request (already authenticated and authorized) as `user`.
+    fn serve(&self, head: http::request::Parts, body: bytes::Bytes, user: kapi_auth::UserInfo) -> TierFuture<'static, http::Response<crate::response::Body>>;
 }
 
 /// What a tier is built with, once storage and the watch caches are up.
@@ -116,8 +139,9 @@ impl CoreTier {
 }
 
 /// Where a built-in group stands in kube's `/apis` order.
+/// (Spaced by ten, so that groups of other servers can be placed between them.)
 pub fn builtin_group_order(group: &str) -> Option<u32> {
-    catalog::groups().iter().position(|g| g.name == group).map(|i| i as u32 + 1)
+    catalog::groups().iter().position(|g| g.name == group).map(|i| (i as u32 + 1) * 10)
 }
 
 impl Tier for CoreTier {
@@ -180,6 +204,28 @@ impl Chain {
         let doc = Arc::new(build(self));
         self.derived.lock().unwrap_or_else(|p| p.into_inner()).insert(name, (generations, doc.clone()));
         doc
+    }
+
+    /// The proxy of a group version another process serves (the first tier that has one).
+    pub fn proxy(&self, group: &str, version: &str) -> Option<Arc<dyn Proxy>> {
+        self.tiers.iter().find_map(|t| t.proxy(group, version))
+    }
+
+    /// Aggregated discovery's resources of a proxied group version, and whether they are current.
+    pub fn remote_resources(&self, group: &str, version: &str) -> Option<(Arc<Vec<Value>>, bool)> {
+        self.tiers.iter().find_map(|t| t.remote_resources(group, version))
+    }
+
+    /// Moves whenever what any tier serves moves ([`Tier::generation`]).
+    pub fn generation(&self) -> u64 {
+        self.tiers.iter().fold(0u64, |sum, t| sum.wrapping_add(t.generation()))
+    }
+
+    /// Tells every tier the chain is complete ([`Tier::start`]).
+    pub fn start(&self) {
+        for tier in &self.tiers {
+            tier.start(self);
+        }
     }
 
     /// The scope of a resource: the first tier that serves it.

@@ -22,3 +22,10 @@ pub use client::{observe_calls_with, CallObserver, Client};
 pub use config::ClientConfig;
 pub use error::CallError;
 pub use resolver::{EndpointSliceResolver, ServiceResolver};
+pub use tls::backend_client_config;
+
+/// A failed system call as Go's syscall package words it (`connection refused`): kube's
+/// messages quote Go's dial errors.
+pub fn go_errno_text(e: &std::io::Error) -> String {
+    error::go_errno_text(e)
+}

@@ -27,14 +27,25 @@ pub(crate) fn roots(pem: &[u8]) -> Result<RootCertStore, String> {
 /// certificate if they are one. HTTP/1.1 only, as kube forces for webhooks: HTTP/2 would
 /// multiplex every call on one connection to one endpoint.
 pub(crate) fn client_config(ca_bundle: &[u8], credentials: &crate::config::Credentials) -> Result<Arc<rustls::ClientConfig>, String> {
+    let identity = match credentials {
+        crate::config::Credentials::Certificate { cert, key } => Some((cert.as_slice(), key.as_slice())),
+        _ => None,
+    };
+    backend_client_config(ca_bundle, identity, &[b"http/1.1"])
+}
+
+/// A client configuration for a server kube-apiserver calls over TLS (webhooks, aggregated API
+/// servers): trusting `ca_bundle` alone (nothing when empty), presenting the PEM certificate
+/// and key of `identity` if given, offering `alpn`.
+pub fn backend_client_config(ca_bundle: &[u8], identity: Option<(&[u8], &[u8])>, alpn: &[&[u8]]) -> Result<Arc<rustls::ClientConfig>, String> {
     let roots = if ca_bundle.is_empty() { RootCertStore::empty() } else { roots(ca_bundle)? };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots);
-    let mut config = match credentials {
-        crate::config::Credentials::Certificate { cert, key } => {
+    let mut config = match identity {
+        Some((cert, key)) => {
             let chain: Vec<CertificateDer<'static>> =
                 rustls_pemfile::certs(&mut &cert[..]).collect::<Result<_, _>>().map_err(|e| format!("client certificate: {e}"))?;
             let key = rustls_pemfile::private_key(&mut &key[..])
@@ -42,9 +53,9 @@ pub(crate) fn client_config(ca_bundle: &[u8], credentials: &crate::config::Crede
                 .ok_or("client key: no private key found")?;
             builder.with_client_auth_cert(chain, key).map_err(|e| format!("client certificate: {e}"))?
         }
-        _ => builder.with_no_client_auth(),
+        None => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
 }
 

@@ -211,6 +211,13 @@ pub(crate) struct Cli {
     /// CA bundle of front proxies allowed to assert users in request headers.
     #[arg(long)]
     pub(crate) requestheader_client_ca_file: Option<PathBuf>,
+    /// Client certificate the aggregator presents to extension API servers (they trust the
+    /// identity headers it sends under it).
+    #[arg(long)]
+    pub(crate) proxy_client_cert_file: Option<PathBuf>,
+    /// Private key of --proxy-client-cert-file.
+    #[arg(long)]
+    pub(crate) proxy_client_key_file: Option<PathBuf>,
     /// Common names a front proxy's certificate may have (empty: any from its CA).
     #[arg(long, value_delimiter = ',')]
     pub(crate) requestheader_allowed_names: Vec<String>,

@@ -313,7 +313,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let served = runtime.block_on(kapi_server::run(opts, vec![Box::new(kapi_apiextensions_apiserver::ExtensionsTierBuilder::default())]));
+    let aggregator = kapi_aggregator::AggregatorOptions {
+        proxy_client_cert_file: cli.proxy_client_cert_file.clone(),
+        proxy_client_key_file: cli.proxy_client_key_file.clone(),
+    };
+    // kube's chain: aggregator -> kube-apiserver (core) -> apiextensions-apiserver.
+    let served = runtime.block_on(kapi_server::run(
+        opts,
+        vec![Box::new(kapi_aggregator::AggregatorTierBuilder::new(aggregator))],
+        vec![Box::new(kapi_apiextensions_apiserver::ExtensionsTierBuilder::default())],
+    ));
     // The runtime still runs here: the last spans leave through it.
     kapi_server::config::tracing_config::shutdown();
     match served {

@@ -2,7 +2,7 @@
 //! NetworkPolicy selectors, IngressClass, RuntimeClass and PriorityClass (kube's
 //! `pkg/apis/{policy,networking,node,scheduling}/validation`).
 
-use kapi_apimachinery::validation::is_dns1123_label;
+use kapi_apimachinery::validation::{is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_valid_path_segment_name};
 use kapi_apimachinery::Cause;
 use serde_json::Value;
 
@@ -138,4 +138,88 @@ pub(super) fn validate_priority_class(obj: &Value) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// kube-aggregator's `ValidateAPIService`: the name is `<version>.<group>`, the group a DNS
+/// subdomain (empty only for the legacy `v1`), the version a DNS-1035 label, the priorities in
+/// range, and either a local APIService (no trust settings) or a complete service reference.
+pub(super) fn validate_api_service(obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let (group, version) = (str_at(obj, "/spec/group"), str_at(obj, "/spec/version"));
+    let name = str_at(obj, "/metadata/name");
+    let required = format!("{version}.{group}");
+    // The path-segment rule on the name is the metadata check's; this is the rest of kube's
+    // name function, which reports only when the name is otherwise valid.
+    if is_valid_path_segment_name(name).is_empty() && name != required {
+        causes.push(Cause::invalid("metadata.name", &Value::from(name), &format!("must be `spec.version+\".\"+spec.group`: {required:?}")));
+    }
+    if group.is_empty() && version != "v1" {
+        causes.push(Cause::required("spec.group", "only v1 may have an empty group and it better be legacy kube"));
+    }
+    if !group.is_empty() {
+        for m in is_dns1123_subdomain(group) {
+            causes.push(Cause::invalid("spec.group", &Value::from(group), &m));
+        }
+    }
+    for m in is_dns1035_label(version) {
+        causes.push(Cause::invalid("spec.version", &Value::from(version), &m));
+    }
+    let int_at = |pointer: &str| obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0);
+    let group_priority = int_at("/spec/groupPriorityMinimum");
+    if !(1..=20000).contains(&group_priority) {
+        causes.push(Cause::invalid("spec.groupPriorityMinimum", &Value::from(group_priority), "must be positive and less than 20000"));
+    }
+    let version_priority = int_at("/spec/versionPriority");
+    if !(1..=1000).contains(&version_priority) {
+        causes.push(Cause::invalid("spec.versionPriority", &Value::from(version_priority), "must be positive and less than 1000"));
+    }
+    let ca_bundle = str_at(obj, "/spec/caBundle");
+    let insecure = obj.pointer("/spec/insecureSkipTLSVerify").and_then(Value::as_bool).unwrap_or(false);
+    let Some(service) = obj.pointer("/spec/service").filter(|s| !s.is_null()) else {
+        if !ca_bundle.is_empty() {
+            // kube counts the decoded bytes.
+            let bytes = base64_len(ca_bundle);
+            causes.push(Cause::invalid("spec.caBundle", &Value::from(format!("{bytes} bytes")), "local APIServices may not have a caBundle"));
+        }
+        if insecure {
+            causes.push(Cause::invalid("spec.insecureSkipTLSVerify", &Value::from(true), "local APIServices may not have insecureSkipTLSVerify"));
+        }
+        return causes;
+    };
+    if str_at(service, "/namespace").is_empty() {
+        causes.push(Cause::required("spec.service.namespace", ""));
+    }
+    if str_at(service, "/name").is_empty() {
+        causes.push(Cause::required("spec.service.name", ""));
+    }
+    // The port defaults to 443 (kube's SetDefaults_ServiceReference) before this runs.
+    let port = service.get("port").and_then(Value::as_i64).unwrap_or(443);
+    if !(1..=65535).contains(&port) {
+        causes.push(Cause::invalid("spec.service.port", &Value::from(port), "port is not valid: must be between 1 and 65535, inclusive"));
+    }
+    if insecure && !ca_bundle.is_empty() {
+        causes.push(Cause::invalid("spec.insecureSkipTLSVerify", &Value::from(true), "may not be true if caBundle is present"));
+    }
+    causes
+}
+
+/// kube-aggregator's `ValidateAPIServiceStatus`: condition statuses are True, False or Unknown.
+pub(super) fn validate_api_service_status(obj: &Value) -> Vec<Cause> {
+    let conditions = obj.pointer("/status/conditions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    conditions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let status = c.get("status").and_then(Value::as_str).unwrap_or_default();
+            (!matches!(status, "True" | "False" | "Unknown")).then(|| {
+                Cause::not_supported(&format!("status.conditions[{i}].status"), &Value::from(status), &["True", "False", "Unknown"])
+            })
+        })
+        .collect()
+}
+
+/// Bytes a base64 text decodes to (its padding and length say so without decoding).
+fn base64_len(text: &str) -> usize {
+    let padding = text.bytes().rev().take_while(|b| *b == b'=').count();
+    (text.len() / 4) * 3 - padding.min(2)
 }

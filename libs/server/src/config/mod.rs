@@ -244,9 +244,12 @@ fn health_registry(
 /// "Serving securely on" line is printed), then storage, watch caches and the handler chain,
 /// then the post-start hooks, which gate `/readyz`.
 ///
-/// `delegates` are the tiers after the core one, in delegation order (kube's
-/// `CreateServerChain`: the extensions tier in the all-in-one binary).
-pub async fn run(opts: Options, mut delegates: Vec<Box<dyn TierBuilder>>) -> Result<(), StartError> {
+/// `fronts` are the tiers before the core one (the aggregator), `delegates` those after it,
+/// in delegation order (kube's `CreateServerChain`: aggregator -> kube-apiserver ->
+/// apiextensions-apiserver in the all-in-one binary).
+pub async fn run(opts: Options, fronts: Vec<Box<dyn TierBuilder>>, delegates: Vec<Box<dyn TierBuilder>>) -> Result<(), StartError> {
+    let mut delegates: Vec<(bool, Box<dyn TierBuilder>)> =
+        fronts.into_iter().map(|f| (true, f)).chain(delegates.into_iter().map(|d| (false, d))).collect();
     // Before anything else: a SIGTERM that comes during start-up ends kapi through the same
     // clean path (exit 0), not by the signal's default action.
     let signals = TerminationSignals::install();
@@ -278,7 +281,7 @@ pub async fn run(opts: Options, mut delegates: Vec<Box<dyn TierBuilder>>) -> Res
     let informers = Arc::new(Informers::new(if rbac_enabled { &[WATCH_CACHES, RBAC_INDEX] } else { &[WATCH_CACHES] }));
     let mut hooks = PostStartHooks::new();
     let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease, opts.enable_priority_and_fairness);
-    for delegate in &mut delegates {
+    for (_, delegate) in &mut delegates {
         delegate.register_hooks(&mut hooks);
     }
     let health = Arc::new(health_registry(&opts, &lifecycle, &store_slot, &informers, &hooks));
@@ -376,7 +379,7 @@ async fn build_server(
     lifecycle: &Arc<Lifecycle>,
     health: &Arc<health::Registry>,
     client_addr: String,
-    delegates: Vec<Box<dyn TierBuilder>>,
+    delegates: Vec<(bool, Box<dyn TierBuilder>)>,
 ) -> Result<(Arc<ApiServer>, Arc<CacheSet>), StartError> {
     // KMS v2 plugins: primed (each call bounded by its timeout) and polled from here on, as
     // kube does; a plugin that is down is not fatal (its writes fail until it answers).
@@ -424,12 +427,16 @@ async fn build_server(
         .map_err(|e| StartError::Io { context: "building the OpenAPI documents".into(), source: std::io::Error::other(e.to_string()) })?;
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "OpenAPI documents built");
 
-    let mut tiers: Vec<Arc<dyn Tier>> = vec![Arc::new(CoreTier::new(openapi.clone()))];
+    let core: Arc<dyn Tier> = Arc::new(CoreTier::new(openapi.clone()));
+    let mut before: Vec<Arc<dyn Tier>> = Vec::new();
+    let mut after: Vec<Arc<dyn Tier>> = Vec::new();
     let context = TierContext { rest: rest.clone(), openapi: openapi.clone(), lifecycle: lifecycle.clone(), informers: informers.clone() };
-    for delegate in delegates {
-        tiers.push(delegate.build(context.clone()).await?);
+    for (front, delegate) in delegates {
+        let tier = delegate.build(context.clone()).await?;
+        if front { before.push(tier) } else { after.push(tier) }
     }
-    let chain = Chain::new(tiers);
+    let chain = Chain::new(before.into_iter().chain(std::iter::once(core)).chain(after).collect());
+    chain.start();
 
     let api_audiences = if opts.api_audiences.is_empty() { opts.service_account_issuers.clone() } else { opts.api_audiences.clone() };
     let Some(issuer) = opts.service_account_issuers.first().cloned() else {

@@ -243,7 +243,7 @@ impl Queue {
 /// Follows `spec`'s cache until the caches shut down: `on` sees every object of the initial
 /// state as added, then every change. A watch the cache cuts off is opened again from a fresh
 /// initial state (so `on` sees everything again, which reconciling tolerates).
-pub(crate) async fn follow(caches: Arc<CacheSet>, spec: &'static ResourceSpec, mut on: impl FnMut(EventType, &Value) + Send) {
+pub async fn follow(caches: Arc<CacheSet>, spec: &'static ResourceSpec, mut on: impl FnMut(EventType, &Value) + Send) {
     loop {
         let mut watcher = match initial_state(&caches, spec).await {
             Ok((objects, watcher)) => {

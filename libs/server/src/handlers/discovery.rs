@@ -147,6 +147,11 @@ fn discovery_group(chain: &Chain, name: &str, versions: &[String]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
         .map(|v| {
+            // A group version another server owns is described as that server last described
+            // it; `Stale` when it could not be asked (kube's aggregated discovery manager).
+            if let Some((resources, current)) = chain.remote_resources(name, v) {
+                return json!({"version": v, "resources": *resources, "freshness": if current { "Current" } else { "Stale" }});
+            }
             let resources: Vec<Value> = chain.resources_in(name, v).into_iter().map(discovery_resource).collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Registry};
 
 use super::{opts, register};
 
@@ -26,6 +26,8 @@ struct Global {
     admission_controller: HistogramVec,
     admission_webhook: HistogramVec,
     admission_webhook_rejections: IntCounterVec,
+    aggregator_unavailable: IntGaugeVec,
+    aggregator_unavailable_total: IntCounterVec,
 }
 
 static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
@@ -128,6 +130,16 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
         &["name", "type", "operation", "error_type", "rejection_code"],
     )
     .expect("metric definition"),
+    aggregator_unavailable: IntGaugeVec::new(
+        opts("aggregator_unavailable_apiservice", "ALPHA", "Gauge of APIServices which are marked as unavailable broken down by APIService name."),
+        &["name"],
+    )
+    .expect("metric definition"),
+    aggregator_unavailable_total: IntCounterVec::new(
+        opts("aggregator_unavailable_apiservice_total", "ALPHA", "Counter of APIServices which are marked as unavailable broken down by APIService name and reason."),
+        &["name", "reason"],
+    )
+    .expect("metric definition"),
 });
 
 pub(super) fn register_into(registry: &Registry) {
@@ -149,6 +161,22 @@ pub(super) fn register_into(registry: &Registry) {
     register(registry, GLOBAL.admission_controller.clone());
     register(registry, GLOBAL.admission_webhook.clone());
     register(registry, GLOBAL.admission_webhook_rejections.clone());
+    register(registry, GLOBAL.aggregator_unavailable.clone());
+    register(registry, GLOBAL.aggregator_unavailable_total.clone());
+}
+
+/// kube-aggregator's availability series for one APIService after a check: the gauge follows
+/// its state; the counter counts its turns from available to unavailable, by reason.
+pub fn apiservice_availability(name: &str, available: bool, became_unavailable: Option<&str>) {
+    GLOBAL.aggregator_unavailable.with_label_values(&[name]).set(i64::from(!available));
+    if let Some(reason) = became_unavailable {
+        GLOBAL.aggregator_unavailable_total.with_label_values(&[name, reason]).inc();
+    }
+}
+
+/// An APIService is gone: its gauge goes with it (kube's `ForgetAPIService`).
+pub fn forget_apiservice(name: &str) {
+    let _ = GLOBAL.aggregator_unavailable.remove_label_values(&[name]);
 }
 
 /// Admission's observations, into the process-wide series.

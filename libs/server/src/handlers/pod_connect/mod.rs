@@ -10,7 +10,7 @@
 //! log with an empty 204; then the Node's kubelet address, and the kubelet itself.
 
 mod options;
-mod proxy;
+pub mod proxy;
 
 use http::StatusCode;
 use kapi_apimachinery::{ApiError, GroupResource};

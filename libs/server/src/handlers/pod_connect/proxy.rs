@@ -4,14 +4,10 @@
 //! kubelet, the kubelet's 101 comes back, and then the bytes of both directions are copied
 //! until either side ends, through bounded buffers, on the async workers without blocking.
 
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use kapi_apimachinery::{ApiError, GroupResource};
@@ -67,7 +63,7 @@ pub(super) async fn stream_log(kubelet: &KubeletClient, to: &KubeletAddress, tar
     if !(200..=206).contains(&status.as_u16()) {
         return Err(failure(status, answer.into_body(), pod).await);
     }
-    let mut resp = Response::new(EndOnError(answer.into_body()).boxed_unsync());
+    let mut resp = Response::new(crate::response::streamed(answer.into_body()));
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(resp)
 }
@@ -94,7 +90,7 @@ async fn failure(status: StatusCode, body: Incoming, pod: &str) -> ApiError {
 }
 
 /// kube's `httpstream.IsUpgradeRequest`: a `Connection` header naming `upgrade`.
-fn is_upgrade(head: &http::request::Parts) -> bool {
+pub fn is_upgrade(head: &http::request::Parts) -> bool {
     head.headers.get_all(header::CONNECTION).iter().any(|v| v.to_str().is_ok_and(|v| v.to_ascii_lowercase().contains("upgrade")))
 }
 
@@ -121,7 +117,7 @@ pub(super) async fn upgrade(kubelet: &KubeletClient, to: &KubeletAddress, target
         let (mut parts, body) = answer.into_parts();
         parts.headers.remove(header::TRANSFER_ENCODING);
         parts.headers.remove(header::CONNECTION);
-        return Ok(Response::from_parts(parts, EndOnError(body).boxed_unsync()));
+        return Ok(Response::from_parts(parts, crate::response::streamed(body)));
     }
     let kubelet_upgrade = hyper::upgrade::on(&mut answer);
     tokio::spawn(async move {
@@ -137,7 +133,7 @@ pub(super) async fn upgrade(kubelet: &KubeletClient, to: &KubeletAddress, target
 }
 
 /// Copies both directions until one of them ends, then closes both, as kube's proxy does.
-async fn splice<A, B>(client: A, kubelet: B)
+pub async fn splice<A, B>(client: A, kubelet: B)
 where
     A: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     B: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -153,35 +149,6 @@ where
     use tokio::io::AsyncWriteExt;
     let _ = client_write.shutdown().await;
     let _ = kubelet_write.shutdown().await;
-}
-
-/// A kubelet body as a response body: a read error ends it, as kube's `io.Copy` stops and
-/// the answer ends.
-struct EndOnError(Incoming);
-
-impl hyper::body::Body for EndOnError {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match Pin::new(&mut self.0).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
-            Poll::Ready(Some(Err(e))) => {
-                tracing::debug!("kubelet stream ended: {e}");
-                Poll::Ready(None)
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.0.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.0.size_hint()
-    }
 }
 
 #[cfg(test)]

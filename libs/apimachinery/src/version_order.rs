@@ -1,6 +1,7 @@
 //! kube's order of API versions (`version.CompareKubeAwareVersionStrings`): GA before beta
 //! before alpha, higher numbers first, then versions that do not look like kube's, by name.
-//! Discovery lists a custom resource group's versions in this order and prefers the first.
+//! Discovery lists a group's versions in this order (custom resource groups, APIServices of
+//! equal version priority) and prefers the first.
 
 use std::cmp::Ordering;
 
