@@ -117,6 +117,17 @@ fn check(kapi: &Kapi, k: &Kind, namespaced: bool, docs: &mut HashMap<String, Val
         return vec![format!("{id}: create answered {}: {}", created.status, created.raw)];
     }
     let created = created.body;
+    if k.resource == "apiservices" {
+        // The aggregator's availability controller marks a local APIService Available at
+        // once, as kube's does: the writes below start from that version.
+        let marked = kapi_e2e::wait_for(std::time::Duration::from_secs(10), || {
+            let now = kapi.get_json(&item);
+            now["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Available" && c["reason"] == "Local").then_some(())
+        });
+        if marked.is_none() {
+            bad.push(format!("{id}: never marked Available (Local)"));
+        }
+    }
     if let Some((_, pointer)) = &k.status {
         let kept = created.pointer(pointer) == obj.pointer(pointer);
         if kept != k.status_kept_on_create {
