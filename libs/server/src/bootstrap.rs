@@ -174,3 +174,56 @@ pub async fn default_service_cidr(rest: &RestStore, network: &ServiceNetwork) ->
         }
     }
 }
+
+/// What `kube-system/extension-apiserver-authentication` publishes: the CAs and header names
+/// extension API servers (metrics-server and any server built on k8s.io/apiserver) read at
+/// start to trust client certificates and the aggregator's identity headers.
+#[derive(Debug, Clone)]
+pub struct ClusterAuthentication {
+    /// The client CA (`--client-ca-file`, or the generated CA).
+    pub client_ca: std::path::PathBuf,
+    /// `--requestheader-client-ca-file` and the other `--requestheader-*` flags, when set.
+    pub requestheader: Option<(std::path::PathBuf, kapi_auth::RequestHeaderConfig)>,
+}
+
+/// kube's `start-cluster-authentication-info-controller`: writes the ConfigMap (created, or
+/// updated when its data differs); safe from several replicas at once.
+pub async fn cluster_authentication_info(rest: &RestStore, info: &ClusterAuthentication) -> Result<(), ApiError> {
+    let read = |path: &std::path::Path| {
+        let path = path.to_owned();
+        async move { tokio::fs::read_to_string(&path).await.map_err(|e| ApiError::internal(format!("reading {}: {e}", path.display()))) }
+    };
+    let mut data = serde_json::Map::new();
+    data.insert("client-ca-file".into(), read(&info.client_ca).await?.into());
+    if let Some((ca, config)) = &info.requestheader {
+        let list = |v: &[String]| serde_json::Value::String(serde_json::to_string(v).unwrap_or_default());
+        data.insert("requestheader-client-ca-file".into(), read(ca).await?.into());
+        data.insert("requestheader-allowed-names".into(), list(&config.allowed_names));
+        data.insert("requestheader-username-headers".into(), list(&config.username_headers));
+        data.insert("requestheader-uid-headers".into(), list(&config.uid_headers));
+        data.insert("requestheader-group-headers".into(), list(&config.group_headers));
+        data.insert("requestheader-extra-headers-prefix".into(), list(&config.extra_header_prefixes));
+    }
+    let data = serde_json::Value::Object(data);
+    let spec = catalog::find("", "v1", "configmaps").ok_or_else(|| ApiError::internal("configmaps missing from catalog"))?;
+    let strategy = CatalogStrategy(spec);
+    let (ns, name) = ("kube-system", "extension-apiserver-authentication");
+    match rest.get(&strategy, Some(ns), name).await {
+        Ok(current) if current.get("data") == Some(&data) => Ok(()),
+        Ok(_) => {
+            let track = crate::field_manager::tracker(spec, crate::field_manager::writer(spec, "kube-apiserver".into(), ""));
+            rest.update_with(&strategy, Some(ns), name, kapi_registry::strategy::WriteTarget::Main, false, WriteHooks::tracking(track.as_deref()), |current| {
+                let mut next = current.clone();
+                next["data"] = data.clone();
+                Ok(next)
+            })
+            .await
+            .map(|_| ())
+        }
+        Err(e) if e.code == 404 => {
+            let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data});
+            ensure(rest, "", "configmaps", Some(ns), obj).await
+        }
+        Err(e) => Err(e),
+    }
+}

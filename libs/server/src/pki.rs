@@ -33,6 +33,11 @@ use crate::tls;
 
 /// Common name of the generated CA.
 pub const CA_COMMON_NAME: &str = "kapi-ca";
+/// Common name of the generated front-proxy CA (kubeadm's).
+pub const FRONT_PROXY_CA_COMMON_NAME: &str = "front-proxy-ca";
+/// Common name of the aggregator's client certificate under it, the name extension API servers
+/// allow (`--requestheader-allowed-names`), as kubeadm names it.
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 /// Common name of the serving certificate, as kubeadm names it.
 pub const SERVING_COMMON_NAME: &str = "kube-apiserver";
 /// User name of the admin client certificate.
@@ -149,7 +154,7 @@ pub fn ensure_pki(data_dir: &Path, hosts: &[String]) -> Result<Pki, PkiError> {
     }
 
     let (ca_key, ca_key_pem) = ensure_key(&dir, "ca")?;
-    let ca_cert_pem = ensure_ca_cert(&dir, &ca_key)?;
+    let ca_cert_pem = ensure_ca_cert(&dir, "ca", CA_COMMON_NAME, &ca_key)?;
     let ca = Ca::new(&ca_cert_pem, &dir.join("ca.crt"), ca_key)?;
 
     let (serving_key, serving_key_pem) = ensure_key(&dir, "apiserver")?;
@@ -190,6 +195,42 @@ pub fn ensure_pki(data_dir: &Path, hosts: &[String]) -> Result<Pki, PkiError> {
         serving_key_pem,
         admin_cert_pem,
         admin_key_pem,
+    })
+}
+
+/// The embedded default's front-proxy identity, as kubeadm lays it out.
+#[derive(Debug, Clone)]
+pub struct FrontProxy {
+    /// `front-proxy-ca.crt`: what extension API servers (and kapi's request-header
+    /// authenticator) trust the aggregator's identity headers under.
+    pub ca_cert: PathBuf,
+    /// `front-proxy-client.crt` (CN=front-proxy-client): the aggregator's client certificate.
+    pub client_cert: PathBuf,
+    /// `front-proxy-client.key`.
+    pub client_key: PathBuf,
+}
+
+/// Loads `<data_dir>/pki/front-proxy-{ca,client}.{crt,key}`, creating what is missing (a CA of
+/// its own, as kubeadm's, so that a client certificate of the cluster CA can never assert
+/// identity headers), with the same atomic creation as [`ensure_pki`].
+pub fn ensure_front_proxy(data_dir: &Path) -> Result<FrontProxy, PkiError> {
+    let dir = data_dir.join("pki");
+    fs::create_dir_all(&dir).map_err(|source| PkiError::Io { path: dir.clone(), source })?;
+    let (ca_key, _) = ensure_key(&dir, "front-proxy-ca")?;
+    let ca_cert_pem = ensure_ca_cert(&dir, "front-proxy-ca", FRONT_PROXY_CA_COMMON_NAME, &ca_key)?;
+    let ca = Ca::new(&ca_cert_pem, &dir.join("front-proxy-ca.crt"), ca_key)?;
+    let (client_key, _) = ensure_key(&dir, "front-proxy-client")?;
+    ensure_leaf(
+        &dir,
+        "front-proxy-client",
+        &client_key,
+        |der, info| info.common_name == FRONT_PROXY_CLIENT && ca.authenticates(der),
+        |_| sign_client_cert(&ca, &client_key, FRONT_PROXY_CLIENT, &[]),
+    )?;
+    Ok(FrontProxy {
+        ca_cert: dir.join("front-proxy-ca.crt"),
+        client_cert: dir.join("front-proxy-client.crt"),
+        client_key: dir.join("front-proxy-client.key"),
     })
 }
 
@@ -305,10 +346,10 @@ fn random_serial() -> SerialNumber {
     SerialNumber::from_slice(&bytes)
 }
 
-fn ca_params() -> CertificateParams {
+fn ca_params(common_name: &str) -> CertificateParams {
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
-    params.distinguished_name.push(DnType::CommonName, CA_COMMON_NAME);
+    params.distinguished_name.push(DnType::CommonName, common_name);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     validity(&mut params, CA_VALIDITY_DAYS);
@@ -371,12 +412,12 @@ fn ensure_key(dir: &Path, name: &str) -> Result<(KeyPair, String), PkiError> {
     Ok((key, pem))
 }
 
-fn ensure_ca_cert(dir: &Path, key: &KeyPair) -> Result<String, PkiError> {
-    let path = dir.join("ca.crt");
+fn ensure_ca_cert(dir: &Path, name: &str, common_name: &str, key: &KeyPair) -> Result<String, PkiError> {
+    let path = dir.join(format!("{name}.crt"));
     let pem = match read_if_exists(&path)? {
         Some(pem) => pem,
         None => {
-            let pem = ca_params().self_signed(key)?.pem();
+            let pem = ca_params(common_name).self_signed(key)?.pem();
             if create_if_absent(&path, pem.as_bytes(), 0o644)? {
                 return Ok(pem);
             }
@@ -385,7 +426,7 @@ fn ensure_ca_cert(dir: &Path, key: &KeyPair) -> Result<String, PkiError> {
     };
     let (_, info) = parse_cert(&path, &pem)?;
     if info.public_key != key.public_key_raw() {
-        return Err(PkiError::KeyMismatch { cert: path, key: dir.join("ca.key") });
+        return Err(PkiError::KeyMismatch { cert: path, key: dir.join(format!("{name}.key")) });
     }
     Ok(pem)
 }

@@ -5,6 +5,8 @@
 //! - `bootstrap-controller`: the `default` namespace and the `kubernetes` Service, then the
 //!   endpoint controller (its address is added once `/readyz` passes, as kube's);
 //! - `rbac/bootstrap-roles`: the default roles and bindings;
+//! - `start-cluster-authentication-info-controller`: `kube-system/extension-apiserver-authentication`,
+//!   the CAs and request-header names extension API servers trust;
 //! - `start-kube-apiserver-identity-lease-controller`: this replica's Lease;
 //! - with `--enable-priority-and-fairness`: `priority-and-fairness-config-producer` (kube's
 //!   FlowSchemas and PriorityLevelConfigurations kept stored), `priority-and-fairness-config-consumer`
@@ -37,6 +39,7 @@ pub struct PostStart {
     system_namespaces: PostStartHook,
     bootstrap_controller: PostStartHook,
     bootstrap_roles: PostStartHook,
+    authentication_info: (PostStartHook, bootstrap::ClusterAuthentication),
     priority_classes: PostStartHook,
     identity_lease: Option<PostStartHook>,
     flow_control: Option<FlowControlHooks>,
@@ -53,11 +56,12 @@ struct FlowControlHooks {
 impl PostStart {
     /// Registers kapi's hooks (the identity lease only with the lease endpoint reconciler, the
     /// flow-control ones only with priority and fairness).
-    pub fn register(hooks: &mut PostStartHooks, endpoint_leases: bool, priority_and_fairness: bool) -> Self {
+    pub fn register(hooks: &mut PostStartHooks, endpoint_leases: bool, priority_and_fairness: bool, authentication: bootstrap::ClusterAuthentication) -> Self {
         Self {
             system_namespaces: hooks.register("start-system-namespaces-controller"),
             bootstrap_controller: hooks.register("bootstrap-controller"),
             bootstrap_roles: hooks.register("rbac/bootstrap-roles"),
+            authentication_info: (hooks.register("start-cluster-authentication-info-controller"), authentication),
             priority_classes: hooks.register("scheduling/bootstrap-system-priority-classes"),
             identity_lease: endpoint_leases.then(|| hooks.register("start-kube-apiserver-identity-lease-controller")),
             flow_control: priority_and_fairness.then(|| FlowControlHooks {
@@ -115,6 +119,15 @@ impl PostStart {
         tasks.spawn({
             let rest = rest.clone();
             async move { self.priority_classes.run(HOOK_BUDGET, || bootstrap::system_priority_classes(&rest)).await }
+        });
+        tasks.spawn({
+            let (rest, namespaces) = (rest.clone(), namespaces.clone());
+            let (hook, info) = self.authentication_info;
+            async move {
+                // The ConfigMap lives in kube-system.
+                namespaces.finished().await;
+                hook.run(HOOK_BUDGET, || bootstrap::cluster_authentication_info(&rest, &info)).await
+            }
         });
         if let (Some(hooks), Some(fc)) = (self.flow_control, srv.flow_control.clone()) {
             spawn_flow_control(&mut tasks, hooks, rest.clone(), fc);

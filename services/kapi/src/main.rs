@@ -223,7 +223,30 @@ fn main() -> ExitCode {
         }
     };
 
-    let opts = kapi_server::Options {
+    // kubeadm's front-proxy layout when neither side of it is configured: the aggregator's
+    // client certificate, and the CA this server (and extension API servers, through
+    // kube-system/extension-apiserver-authentication) trust identity headers under.
+    let front_proxy = match (&cli.requestheader_client_ca_file, &cli.proxy_client_cert_file, &cli.proxy_client_key_file) {
+        (None, None, None) => match kapi_server::pki::ensure_front_proxy(&cli.data_dir) {
+            Ok(generated) => Some(generated),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let aggregator = match &front_proxy {
+        Some(generated) => kapi_aggregator::AggregatorOptions {
+            proxy_client_cert_file: Some(generated.client_cert.clone()),
+            proxy_client_key_file: Some(generated.client_key.clone()),
+        },
+        None => kapi_aggregator::AggregatorOptions {
+            proxy_client_cert_file: cli.proxy_client_cert_file.clone(),
+            proxy_client_key_file: cli.proxy_client_key_file.clone(),
+        },
+    };
+    let mut opts = kapi_server::Options {
         bind_address: cli.bind_address,
         secure_port: cli.secure_port,
         data_dir: cli.data_dir,
@@ -313,10 +336,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let aggregator = kapi_aggregator::AggregatorOptions {
-        proxy_client_cert_file: cli.proxy_client_cert_file.clone(),
-        proxy_client_key_file: cli.proxy_client_key_file.clone(),
-    };
+    if let Some(generated) = front_proxy {
+        opts.requestheader_client_ca_file = Some(generated.ca_cert);
+        let default = |v: &mut Vec<String>, value: &str| {
+            if v.is_empty() {
+                v.push(value.to_owned());
+            }
+        };
+        default(&mut opts.requestheader.allowed_names, kapi_server::pki::FRONT_PROXY_CLIENT);
+        default(&mut opts.requestheader.username_headers, "X-Remote-User");
+        default(&mut opts.requestheader.group_headers, "X-Remote-Group");
+        default(&mut opts.requestheader.extra_header_prefixes, "X-Remote-Extra-");
+    }
     // kube's chain: aggregator -> kube-apiserver (core) -> apiextensions-apiserver.
     let served = runtime.block_on(kapi_server::run(
         opts,

@@ -176,3 +176,43 @@ fn apiservices_kube_refuses_are_422_and_nothing_is_stored() {
         assert_eq!(kapi.request(&Request::get(&format!("{APISERVICES}/{name}"))).status, 404, "{name} was stored");
     }
 }
+
+#[test]
+fn a_default_kapi_publishes_what_extension_servers_trust_and_proxies_to_them() {
+    // No front-proxy flags: kapi generates kubeadm's front-proxy CA and client certificate and
+    // publishes what an extension server reads at start, as kube-apiserver does.
+    let kapi = Kapi::start().expect("start kapi");
+    let auth = kapi.get_json("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication");
+    let data = &auth["data"];
+    let pki = kapi.pki_dir();
+    let file = |name: &str| std::fs::read_to_string(pki.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(data["client-ca-file"].as_str(), Some(file("ca.crt").as_str()), "{auth}");
+    assert_eq!(data["requestheader-client-ca-file"].as_str(), Some(file("front-proxy-ca.crt").as_str()), "{auth}");
+    assert_eq!(data["requestheader-allowed-names"], "[\"front-proxy-client\"]", "{auth}");
+    assert_eq!(data["requestheader-username-headers"], "[\"X-Remote-User\"]", "{auth}");
+    assert_eq!(data["requestheader-group-headers"], "[\"X-Remote-Group\"]", "{auth}");
+    assert_eq!(data["requestheader-extra-headers-prefix"], "[\"X-Remote-Extra-\"]", "{auth}");
+
+    // An extension server trusting exactly what the ConfigMap says.
+    let ca = kapi.write_file("published-front-proxy-ca.crt", data["requestheader-client-ca-file"].as_str().unwrap());
+    let server = ExtensionApiServer::start(&ca).expect("start the extension API server");
+    register(&kapi, &server);
+    wait_available(&kapi, "True", Duration::from_secs(20));
+    let top = kapi.kubectl(&["top", "pods", "-n", "default"]).ok("kubectl top pods");
+    assert!(top.contains("web-1") && top.contains("250m"), "{top}");
+
+    // kapi itself trusts the same identity headers, from its own front-proxy certificate only.
+    let front_proxy = (pki.join("front-proxy-client.crt"), pki.join("front-proxy-client.key"));
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let whoami = kapi.request(
+        &Request::new("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews")
+            .json(&review)
+            .with_client_cert(front_proxy.0, front_proxy.1)
+            .header("X-Remote-User", "jane")
+            .header("X-Remote-Group", "devs"),
+    );
+    assert_eq!(whoami.status, 201, "{}", whoami.raw);
+    assert_eq!(whoami.body["status"]["userInfo"]["username"], "jane", "{}", whoami.raw);
+    let forged = kapi.request(&Request::new("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews").json(&review).header("X-Remote-User", "jane"));
+    assert_eq!(forged.body["status"]["userInfo"]["username"], "kapi-admin", "headers from another client are ignored: {}", forged.raw);
+}

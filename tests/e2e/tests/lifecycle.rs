@@ -103,12 +103,18 @@ fn lines(list: &[&str]) -> String {
     list.iter().map(|l| format!("{l}\n")).collect()
 }
 
-const HOOKS: [&str; 8] = [
+const HOOKS: [&str; 13] = [
     "poststarthook/start-system-namespaces-controller",
     "poststarthook/bootstrap-controller",
     "poststarthook/rbac/bootstrap-roles",
+    "poststarthook/start-cluster-authentication-info-controller",
     "poststarthook/scheduling/bootstrap-system-priority-classes",
     "poststarthook/start-kube-apiserver-identity-lease-controller",
+    // The aggregator's, as kube-aggregator registers them.
+    "poststarthook/start-kube-aggregator-informers",
+    "poststarthook/apiservice-status-local-available-controller",
+    "poststarthook/apiservice-status-remote-available-controller",
+    "poststarthook/kube-apiserver-autoregistration",
     // The extensions tier's, as kube's apiextensions-apiserver registers them.
     "poststarthook/start-apiextensions-informers",
     "poststarthook/start-apiextensions-controllers",

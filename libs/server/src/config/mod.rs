@@ -280,7 +280,11 @@ pub async fn run(opts: Options, fronts: Vec<Box<dyn TierBuilder>>, delegates: Ve
     let rbac_enabled = opts.authorization_modes.contains(&AuthorizationMode::Rbac);
     let informers = Arc::new(Informers::new(if rbac_enabled { &[WATCH_CACHES, RBAC_INDEX] } else { &[WATCH_CACHES] }));
     let mut hooks = PostStartHooks::new();
-    let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease, opts.enable_priority_and_fairness);
+    let authentication = crate::bootstrap::ClusterAuthentication {
+        client_ca: opts.client_ca_file.clone().unwrap_or_else(|| opts.data_dir.join("pki").join("ca.crt")),
+        requestheader: opts.requestheader_client_ca_file.clone().map(|ca| (ca, opts.requestheader.clone())),
+    };
+    let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease, opts.enable_priority_and_fairness, authentication);
     for (_, delegate) in &mut delegates {
         delegate.register_hooks(&mut hooks);
     }
