@@ -103,15 +103,22 @@ pub(crate) fn start(shared: Arc<Shared>, chain: Chain, hooks: Vec<PostStartHook>
             }
         }
     });
+    if let Some(split) = &shared.split {
+        tokio::spawn(split.clone().follow(shared.generation.clone()));
+    }
     tokio::spawn(register(shared, chain, hooks));
 }
 
 /// The local APIServices the chain calls for now: name -> (group, version, priorities, custom).
-fn desired(chain: &Chain) -> BTreeMap<String, (String, String, i64, i64, bool)> {
+/// (In a split deployment the tiers behind the aggregator count as local, as kube's delegates.)
+fn desired(shared: &Shared, chain: &Chain) -> BTreeMap<String, (String, String, i64, i64, bool)> {
     let mut out = BTreeMap::new();
+    let state = shared.state();
     for group in chain.groups() {
         for version in &group.versions {
-            if chain.proxy(&group.name, version).is_some() || chain.resources_in(&group.name, version).is_empty() {
+            let served_here = !chain.resources_in(&group.name, version).is_empty()
+                || shared.split.as_ref().is_some_and(|split| split.resources(&group.name, version).is_some());
+            if state.is_remote(&group.name, version) || !served_here {
                 continue;
             }
             let custom = group.order == CUSTOM_GROUP_ORDER;
@@ -122,11 +129,31 @@ fn desired(chain: &Chain) -> BTreeMap<String, (String, String, i64, i64, bool)> 
     out
 }
 
+/// Whether a CRD in the store (the cache caught up with `revision`) serves `group`/`version`.
+async fn crd_serves(shared: &Shared, group: &str, version: &str, revision: u64) -> bool {
+    let caches = shared.rest.caches();
+    if caches.wait_for(revision, Duration::from_secs(5)).await.is_err() {
+        return true;
+    }
+    let Some(spec) = catalog::find("apiextensions.k8s.io", "v1", "customresourcedefinitions") else { return true };
+    let Some(cache) = caches.cache(&spec.key_prefix()) else { return true };
+    cache.list(&spec.key_prefix()).0.iter().any(|crd| {
+        crd.object.pointer("/spec/group").and_then(Value::as_str) == Some(group)
+            && crd.object.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten().any(|v| {
+                v.get("name").and_then(Value::as_str) == Some(version) && v.get("served").and_then(Value::as_bool) == Some(true)
+            })
+    })
+}
+
 /// Keeps a local APIService for every group version the chain serves, and removes those of
 /// custom resource group versions no longer served. A replica that has not yet seen a new CRD
 /// must not remove what another replica registered for it: before a removal the chain is
 /// brought up to the APIService's revision, and the delete is conditional on it.
 async fn register(shared: Arc<Shared>, chain: Chain, hooks: Vec<PostStartHook>) {
+    // A split aggregator is ready once it knows what the tiers behind it serve.
+    if let Some(split) = &shared.split {
+        split.wait_ready().await;
+    }
     let mut hooks = Some(hooks);
     let mut seen: Option<(u64, usize)> = None;
     loop {
@@ -148,7 +175,7 @@ async fn register(shared: Arc<Shared>, chain: Chain, hooks: Vec<PostStartHook>) 
 
 async fn register_pass(shared: &Shared, chain: &Chain) -> Result<(), ApiError> {
     let strategy = CatalogStrategy(shared.spec);
-    let wanted = desired(chain);
+    let wanted = desired(shared, chain);
     let state = shared.state();
     for (name, (group, version, gp, vp, custom)) in &wanted {
         if state.services.contains_key(name) {
@@ -173,7 +200,12 @@ async fn register_pass(shared: &Shared, chain: &Chain) -> Result<(), ApiError> {
         }
         let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
         chain.sync(rv.parse().unwrap_or(0)).await;
-        if desired(chain).contains_key(name) {
+        if desired(shared, chain).contains_key(name) {
+            continue;
+        }
+        // A split aggregator learns of CRDs from the extensions tier a moment later: its own
+        // CRD cache, caught up with the APIService, decides.
+        if shared.split.is_some() && crd_serves(shared, &service.group, &service.version, rv.parse().unwrap_or(0)).await {
             continue;
         }
         let options = DeleteOptions { precondition_resource_version: Some(rv), ..DeleteOptions::default() };

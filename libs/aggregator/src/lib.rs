@@ -12,6 +12,7 @@
 
 pub mod apiservice;
 mod available;
+mod backends;
 mod checks;
 mod controllers;
 pub mod discovery;
@@ -19,5 +20,6 @@ mod proxy;
 mod tier;
 mod transport;
 
+pub use backends::Backends;
 pub use tier::{AggregatorOptions, AggregatorTier, AggregatorTierBuilder};
 pub use transport::ProxyIdentity;

@@ -55,27 +55,8 @@ impl Proxy for RemoteProxy {
                     return plain_error(StatusCode::SERVICE_UNAVAILABLE, "service unavailable");
                 }
             };
-            let authority = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-            let path = head.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-            let uri = format!("https://{authority}{path}");
-            if is_upgrade(&head) {
-                return upgrade(&transport, &host, port, &uri, head, &user).await;
-            }
-            let mut request = Request::builder().method(head.method.clone()).uri(&uri);
-            if let Some(headers) = request.headers_mut() {
-                forward_headers(&head.headers, headers, false);
-                set_identity(headers, &user);
-            }
-            let request = match request.body(Full::new(body)) {
-                Ok(r) => r,
-                Err(e) => return plain_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-            };
-            match transport.send(request).await {
-                Ok(answer) => {
-                    let (mut parts, body) = answer.into_parts();
-                    strip_hop_by_hop(&mut parts.headers);
-                    Response::from_parts(parts, response::streamed(body))
-                }
+            match forward(&transport, &host, port, head, body, &user).await {
+                Ok(resp) => resp,
                 Err(e) => {
                     on_failure.failed(&service.name);
                     plain_error(StatusCode::SERVICE_UNAVAILABLE, &e)
@@ -83,6 +64,27 @@ impl Proxy for RemoteProxy {
             }
         })
     }
+}
+
+/// Sends one request to `host:port` as `user` and streams the answer back; the error is the
+/// connection's failure, in Go's words.
+pub(crate) async fn forward(transport: &Transport, host: &str, port: u16, head: http::request::Parts, body: Bytes, user: &UserInfo) -> Result<Response<Body>, String> {
+    let authority = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let path = head.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let uri = format!("https://{authority}{path}");
+    if is_upgrade(&head) {
+        return Ok(upgrade(transport, host, port, &uri, head, user).await);
+    }
+    let mut request = Request::builder().method(head.method.clone()).uri(&uri);
+    if let Some(headers) = request.headers_mut() {
+        forward_headers(&head.headers, headers, false);
+        set_identity(headers, user);
+    }
+    let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
+    let answer = transport.send(request).await?;
+    let (mut parts, body) = answer.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Ok(Response::from_parts(parts, response::streamed(body)))
 }
 
 /// An upgrade request: a connection of its own, the 101 passed back, then both directions

@@ -12,11 +12,13 @@ use kapi_registry::catalog::{self, ResourceSpec};
 use kapi_registry::rest::RestStore;
 use kapi_server::lifecycle::{PostStartHook, PostStartHooks};
 use kapi_server::tier::{builtin_group_order, Chain, Proxy, ServedGroup, Tier, TierBuilder, TierContext, TierFuture, CUSTOM_GROUP_ORDER};
+use kapi_server::scope::{BuiltinScope, ResourceScope};
 use kapi_server::StartError;
 use kapi_webhook::{EndpointSliceResolver, ServiceResolver};
 use serde_json::Value;
 
 use crate::apiservice::{builtin_priority, sorted_by_group_and_version, ApiService, CRD_PRIORITY};
+use crate::backends::{Backends, Split, OWN_GROUP};
 use crate::checks::CheckQueue;
 use crate::proxy::{OnFailure, RemoteProxy};
 use crate::transport::{ProxyIdentity, Transport, TransportKey};
@@ -29,6 +31,9 @@ pub struct AggregatorOptions {
     pub proxy_client_cert_file: Option<PathBuf>,
     /// `--proxy-client-key-file`.
     pub proxy_client_key_file: Option<PathBuf>,
+    /// The core and extensions tiers as services of their own (`kapi-aggregator`); `None`
+    /// when they run in this process.
+    pub backends: Option<Backends>,
 }
 
 /// Builds the aggregator tier.
@@ -59,8 +64,16 @@ impl TierBuilder for AggregatorTierBuilder {
             let identity = read_identity(&self.options)?;
             let spec = catalog::find("apiregistration.k8s.io", "v1", "apiservices")
                 .ok_or_else(|| StartError::Config("apiservices missing from the catalog".into()))?;
+            let split = match &self.options.backends {
+                Some(backends) => Some(Arc::new(Split::new(backends, identity.as_ref()).map_err(StartError::Config)?)),
+                None => None,
+            };
+            // The aggregator's own group, served here when no core tier is in this process.
+            let own_scope = split.as_ref().map(|_| Arc::new(BuiltinScope::new(spec, ctx.openapi.clone())) as Arc<dyn ResourceScope>);
             let tier = Arc::new(AggregatorTier {
+                own_scope,
                 shared: Arc::new(Shared {
+                    split,
                     rest: ctx.rest.clone(),
                     spec,
                     identity,
@@ -68,7 +81,7 @@ impl TierBuilder for AggregatorTierBuilder {
                     state: RwLock::new(Arc::new(State::default())),
                     discovered: RwLock::new(HashMap::new()),
                     transports: Mutex::new(HashMap::new()),
-                    generation: AtomicU64::new(0),
+                    generation: Arc::new(AtomicU64::new(0)),
                     checks: Arc::new(CheckQueue::default()),
                 }),
                 hooks: Mutex::new(self.hooks),
@@ -90,6 +103,7 @@ fn read_identity(options: &AggregatorOptions) -> Result<Option<ProxyIdentity>, S
 /// The aggregator tier.
 pub struct AggregatorTier {
     shared: Arc<Shared>,
+    own_scope: Option<Arc<dyn ResourceScope>>,
     hooks: Mutex<Vec<PostStartHook>>,
 }
 
@@ -108,7 +122,9 @@ pub(crate) struct Shared {
     /// Aggregated discovery of each remote group version, and whether it is current.
     discovered: RwLock<HashMap<GroupVersion, Discovered>>,
     transports: Mutex<HashMap<TransportKey, Arc<Transport>>>,
-    generation: AtomicU64,
+    pub(crate) generation: Arc<AtomicU64>,
+    /// The tiers behind a split aggregator.
+    pub(crate) split: Option<Arc<Split>>,
     pub(crate) checks: Arc<CheckQueue>,
 }
 
@@ -119,6 +135,13 @@ pub(crate) struct State {
     pub(crate) services: BTreeMap<String, (ApiService, Arc<Value>)>,
     remote: HashMap<GroupVersion, Arc<RemoteProxy>>,
     groups: Vec<ServedGroup>,
+}
+
+impl State {
+    /// Whether an APIService hands `group`/`version` to a Service.
+    pub(crate) fn is_remote(&self, group: &str, version: &str) -> bool {
+        self.remote.contains_key(&(group.to_owned(), version.to_owned()))
+    }
 }
 
 impl OnFailure for CheckQueue {
@@ -218,15 +241,24 @@ impl Tier for AggregatorTier {
     }
 
     fn groups(&self) -> Vec<ServedGroup> {
-        self.shared.state().groups.clone()
+        let mut groups = self.shared.state().groups.clone();
+        if let Some(split) = &self.shared.split {
+            groups.extend(split.groups());
+            groups.push(ServedGroup { name: OWN_GROUP.into(), versions: vec!["v1".into()], order: builtin_group_order(OWN_GROUP).unwrap_or(0) });
+        }
+        groups
     }
 
-    fn resources_in(&self, _group: &str, _version: &str) -> Vec<&'static ResourceSpec> {
-        Vec::new()
+    fn resources_in(&self, group: &str, version: &str) -> Vec<&'static ResourceSpec> {
+        match &self.own_scope {
+            Some(_) if group == OWN_GROUP => catalog::resources_in(group, version).collect(),
+            _ => Vec::new(),
+        }
     }
 
-    fn scope(&self, _group: &str, _version: &str, _resource: &str) -> Option<Arc<dyn kapi_server::scope::ResourceScope>> {
-        None
+    fn scope(&self, group: &str, version: &str, resource: &str) -> Option<Arc<dyn ResourceScope>> {
+        let own = self.own_scope.as_ref()?;
+        (group == OWN_GROUP && version == "v1" && resource == "apiservices").then(|| own.clone())
     }
 
     fn generation(&self) -> u64 {
@@ -234,15 +266,22 @@ impl Tier for AggregatorTier {
     }
 
     fn proxy(&self, group: &str, version: &str) -> Option<Arc<dyn Proxy>> {
-        self.shared.state().remote.get(&(group.to_owned(), version.to_owned())).map(|p| p.clone() as Arc<dyn Proxy>)
+        if let Some(remote) = self.shared.state().remote.get(&(group.to_owned(), version.to_owned())) {
+            return Some(remote.clone() as Arc<dyn Proxy>);
+        }
+        self.shared.split.as_ref()?.route(group).map(|b| b as Arc<dyn Proxy>)
     }
 
     fn remote_resources(&self, group: &str, version: &str) -> Option<(Arc<Vec<Value>>, bool)> {
         let key = (group.to_owned(), version.to_owned());
         if !self.shared.state().remote.contains_key(&key) {
-            return None;
+            return self.shared.split.as_ref()?.resources(group, version);
         }
         Some(self.shared.discovered.read().unwrap_or_else(|p| p.into_inner()).get(&key).cloned().unwrap_or_default())
+    }
+
+    fn openapi_proxy(&self) -> Option<Arc<dyn Proxy>> {
+        self.shared.split.as_ref().map(|split| split.extensions() as Arc<dyn Proxy>)
     }
 
     fn start(&self, chain: &Chain) {

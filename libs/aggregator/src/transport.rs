@@ -46,6 +46,10 @@ pub(crate) struct TransportKey {
 }
 
 impl TransportKey {
+    pub(crate) fn new(ca_bundle: Vec<u8>, insecure: bool, server_name: String) -> TransportKey {
+        TransportKey { ca_bundle, insecure, server_name }
+    }
+
     pub(crate) fn of(service: &ApiService) -> Option<TransportKey> {
         Some(TransportKey { ca_bundle: service.ca_bundle.clone(), insecure: service.insecure_skip_tls_verify, server_name: service.server_name()? })
     }

@@ -50,14 +50,20 @@ impl Service<Request<Bytes>> for Router {
                 Some(info) => info,
                 None => RequestInfo::parse(&parts.method, parts.uri.path(), parts.uri.query()),
             };
-            // A group version another server owns (an APIService backed by a Service) goes
-            // there whole, its discovery document included, as kube-aggregator's proxy
-            // handler sends it.
-            if info.is_resource_request {
-                if let Some(proxy) = srv.chain.proxy(&info.api_group, &info.api_version) {
-                    let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
-                    return Ok(proxy.serve(parts, body, user).await);
-                }
+            // A group version another server owns (an APIService backed by a Service, or a
+            // tier of a split deployment) goes there whole, its discovery document included,
+            // as kube-aggregator's proxy handler sends it; so do the OpenAPI documents when
+            // another tier has them.
+            let proxy = if info.is_resource_request {
+                srv.chain.proxy(&info.api_group, &info.api_version)
+            } else if parts.uri.path().starts_with("/openapi/") {
+                srv.chain.openapi_proxy()
+            } else {
+                None
+            };
+            if let Some(proxy) = proxy {
+                let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
+                return Ok(proxy.serve(parts, body, user).await);
             }
             let accept = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_owned);
             Ok(route(&srv, &info, &parts, accept.as_deref(), body).await)

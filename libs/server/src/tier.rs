@@ -86,6 +86,12 @@ pub trait Tier: Send + Sync {
     /// Called once the whole chain is built: a tier that follows what the others serve (the
     /// aggregator's registration of local APIServices) starts from here.
     fn start(&self, _chain: &Chain) {}
+
+    /// Where the OpenAPI documents come from when another process has the complete ones (a
+    /// split aggregator: the extensions tier's hold the built-in kinds and every CRD).
+    fn openapi_proxy(&self) -> Option<Arc<dyn Proxy>> {
+        None
+    }
 }
 
 /// A group version served by another process, reached through this one.
@@ -135,6 +141,18 @@ impl CoreTier {
             .map(|r| ((r.group, r.version, r.resource), Arc::new(BuiltinScope::new(r, openapi.clone())) as Arc<dyn ResourceScope>))
             .collect();
         Self { scopes }
+    }
+}
+
+/// Builds the core tier.
+#[derive(Debug, Default)]
+pub struct CoreTierBuilder;
+
+impl TierBuilder for CoreTierBuilder {
+    fn register_hooks(&mut self, _hooks: &mut PostStartHooks) {}
+
+    fn build(self: Box<Self>, ctx: TierContext) -> TierFuture<'static, Result<Arc<dyn Tier>, StartError>> {
+        Box::pin(async move { Ok(Arc::new(CoreTier::new(ctx.openapi.clone())) as Arc<dyn Tier>) })
     }
 }
 
@@ -214,6 +232,11 @@ impl Chain {
     /// Aggregated discovery's resources of a proxied group version, and whether they are current.
     pub fn remote_resources(&self, group: &str, version: &str) -> Option<(Arc<Vec<Value>>, bool)> {
         self.tiers.iter().find_map(|t| t.remote_resources(group, version))
+    }
+
+    /// The server of the OpenAPI documents when another process has them ([`Tier::openapi_proxy`]).
+    pub fn openapi_proxy(&self) -> Option<Arc<dyn Proxy>> {
+        self.tiers.iter().find_map(|t| t.openapi_proxy())
     }
 
     /// Moves whenever what any tier serves moves ([`Tier::generation`]).

@@ -218,6 +218,17 @@ pub(crate) struct Cli {
     /// Private key of --proxy-client-cert-file.
     #[arg(long)]
     pub(crate) proxy_client_key_file: Option<PathBuf>,
+    /// kapi-aggregator: where the core tier is served (built-in groups), e.g.
+    /// https://kapi-core.kapi.svc:6443 behind its load balancer.
+    #[arg(long)]
+    pub(crate) core_url: Option<String>,
+    /// kapi-aggregator: where the extensions tier is served (CRDs and custom resources).
+    #[arg(long)]
+    pub(crate) extensions_url: Option<String>,
+    /// kapi-aggregator: the CA of the core and extensions tiers' serving certificates
+    /// (default: the data directory's generated CA).
+    #[arg(long)]
+    pub(crate) backend_ca_file: Option<PathBuf>,
     /// Common names a front proxy's certificate may have (empty: any from its CA).
     #[arg(long, value_delimiter = ',')]
     pub(crate) requestheader_allowed_names: Vec<String>,

@@ -285,6 +285,8 @@ type LogSink = Arc<Mutex<File>>;
 /// is up before post-start hooks have run.
 pub struct Kapi {
     dir: Arc<TempDir>,
+    /// The binary, beside `kapi` (`kapi`, `kapi-aggregator`, `kapi-core`, `kapi-extensions`).
+    binary: &'static str,
     args: Vec<String>,
     child: Option<Child>,
     port: u16,
@@ -304,6 +306,7 @@ impl Kapi {
         let log_path = dir.path().join("kapi.log");
         let mut kapi = Self {
             dir: Arc::new(dir),
+            binary: "kapi",
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
             port: 0,
@@ -318,6 +321,7 @@ impl Kapi {
         let replicas = std::fs::read_dir(self.dir.path()).map(|d| d.count()).unwrap_or(0);
         Self {
             dir: self.dir.clone(),
+            binary: "kapi",
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
             port: 0,
@@ -335,6 +339,24 @@ impl Kapi {
         Ok(kapi)
     }
 
+    /// Starts another binary of the project (`kapi-core`, `kapi-extensions`,
+    /// `kapi-aggregator`: one tier each) on this one's data dir, as [`Kapi::start_replica`].
+    pub fn start_tier(&self, binary: &'static str, args: &[&str]) -> Result<Self, HarnessError> {
+        let mut kapi = self.replica(args);
+        kapi.binary = binary;
+        kapi.spawn(true)?;
+        Ok(kapi)
+    }
+
+    /// Starts `binary` (see [`Kapi::start_tier`]) first, on a fresh data dir.
+    pub fn start_binary(binary: &'static str, args: &[&str]) -> Result<Self, HarnessError> {
+        let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
+        let log_path = dir.path().join(format!("{binary}.log"));
+        let mut kapi = Self { dir: Arc::new(dir), binary, args: args.iter().map(|s| (*s).to_owned()).collect(), child: None, port: 0, log_path, pumps: Vec::new() };
+        kapi.spawn(true)?;
+        Ok(kapi)
+    }
+
     /// Starts `n` replicas at the same moment on one fresh data dir (they race to create the
     /// database and certificates), and waits until each is ready.
     pub fn start_replicas(n: usize, args: &[&str]) -> Result<Vec<Self>, HarnessError> {
@@ -342,6 +364,7 @@ impl Kapi {
         let first = Self {
             log_path: dir.path().join("kapi.log"),
             dir: Arc::new(dir),
+            binary: "kapi",
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             child: None,
             port: 0,
@@ -411,6 +434,7 @@ impl Kapi {
     /// Starts the process; its stdout lines arrive on the returned channel.
     fn launch(&mut self) -> Result<mpsc::Receiver<String>, HarnessError> {
         let bin = kapi_binary()?;
+        let bin = if self.binary == "kapi" { bin } else { bin.with_file_name(self.binary) };
         let log = OpenOptions::new()
             .create(true)
             .append(true)

@@ -139,7 +139,9 @@ fn an_extension_api_server_is_proxied_checked_and_recovers() {
 fn apiservices_kube_refuses_are_422_and_nothing_is_stored() {
     let kapi = Kapi::start().expect("start kapi");
     let service = json!({"namespace": "ns", "name": "svc", "port": 443});
-    let cases: Vec<(&str, Value, Vec<(&str, &str)>)> = vec![
+    // (name, spec, expected (field, message prefix) causes)
+    type Case = (&'static str, Value, Vec<(&'static str, &'static str)>);
+    let cases: Vec<Case> = vec![
         ("v1.wrong.example", json!({"group": "right.example", "version": "v1", "service": service, "groupPriorityMinimum": 100, "versionPriority": 10}),
          vec![("metadata.name", "Invalid value: \"v1.wrong.example\": must be `spec.version+\".\"+spec.group`: \"v1.right.example\"")]),
         ("v1.x.example", json!({"group": "x.example", "version": "v1", "service": {"namespace": "ns"}, "groupPriorityMinimum": 0, "versionPriority": 1001}),

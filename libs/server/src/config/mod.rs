@@ -10,7 +10,7 @@ pub mod tracing_config;
 
 pub use options::*;
 
-use crate::tier::{Chain, CoreTier, Tier, TierBuilder, TierContext};
+use crate::tier::{Chain, Tier, TierBuilder, TierContext};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -244,12 +244,10 @@ fn health_registry(
 /// "Serving securely on" line is printed), then storage, watch caches and the handler chain,
 /// then the post-start hooks, which gate `/readyz`.
 ///
-/// `fronts` are the tiers before the core one (the aggregator), `delegates` those after it,
-/// in delegation order (kube's `CreateServerChain`: aggregator -> kube-apiserver ->
-/// apiextensions-apiserver in the all-in-one binary).
-pub async fn run(opts: Options, fronts: Vec<Box<dyn TierBuilder>>, delegates: Vec<Box<dyn TierBuilder>>) -> Result<(), StartError> {
-    let mut delegates: Vec<(bool, Box<dyn TierBuilder>)> =
-        fronts.into_iter().map(|f| (true, f)).chain(delegates.into_iter().map(|d| (false, d))).collect();
+/// `tiers` are the servers of the chain in delegation order (kube's `CreateServerChain`:
+/// aggregator -> kube-apiserver -> apiextensions-apiserver in the all-in-one binary; one tier
+/// alone in a split deployment).
+pub async fn run(opts: Options, mut tiers: Vec<Box<dyn TierBuilder>>) -> Result<(), StartError> {
     // Before anything else: a SIGTERM that comes during start-up ends kapi through the same
     // clean path (exit 0), not by the signal's default action.
     let signals = TerminationSignals::install();
@@ -285,8 +283,8 @@ pub async fn run(opts: Options, fronts: Vec<Box<dyn TierBuilder>>, delegates: Ve
         requestheader: opts.requestheader_client_ca_file.clone().map(|ca| (ca, opts.requestheader.clone())),
     };
     let post_start = PostStart::register(&mut hooks, opts.endpoint_reconciler == EndpointReconcilerType::Lease, opts.enable_priority_and_fairness, authentication);
-    for (_, delegate) in &mut delegates {
-        delegate.register_hooks(&mut hooks);
+    for tier in &mut tiers {
+        tier.register_hooks(&mut hooks);
     }
     let health = Arc::new(health_registry(&opts, &lifecycle, &store_slot, &informers, &hooks));
     let chain = Arc::new(ChainSlot::new());
@@ -329,7 +327,7 @@ pub async fn run(opts: Options, fronts: Vec<Box<dyn TierBuilder>>, delegates: Ve
     let signal = wait_for_signal(signals);
     tokio::pin!(signal);
     let built = tokio::select! {
-        built = build_server(&opts, credentials, &store_slot, &informers, &lifecycle, &health, client_addr, delegates) => Some(built?),
+        built = build_server(&opts, credentials, &store_slot, &informers, &lifecycle, &health, client_addr, tiers) => Some(built?),
         () = &mut signal => None,
     };
     let caches = if let Some((srv, caches)) = built {
@@ -383,7 +381,7 @@ async fn build_server(
     lifecycle: &Arc<Lifecycle>,
     health: &Arc<health::Registry>,
     client_addr: String,
-    delegates: Vec<(bool, Box<dyn TierBuilder>)>,
+    builders: Vec<Box<dyn TierBuilder>>,
 ) -> Result<(Arc<ApiServer>, Arc<CacheSet>), StartError> {
     // KMS v2 plugins: primed (each call bounded by its timeout) and polled from here on, as
     // kube does; a plugin that is down is not fatal (its writes fail until it answers).
@@ -431,15 +429,12 @@ async fn build_server(
         .map_err(|e| StartError::Io { context: "building the OpenAPI documents".into(), source: std::io::Error::other(e.to_string()) })?;
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "OpenAPI documents built");
 
-    let core: Arc<dyn Tier> = Arc::new(CoreTier::new(openapi.clone()));
-    let mut before: Vec<Arc<dyn Tier>> = Vec::new();
-    let mut after: Vec<Arc<dyn Tier>> = Vec::new();
     let context = TierContext { rest: rest.clone(), openapi: openapi.clone(), lifecycle: lifecycle.clone(), informers: informers.clone() };
-    for (front, delegate) in delegates {
-        let tier = delegate.build(context.clone()).await?;
-        if front { before.push(tier) } else { after.push(tier) }
+    let mut tiers: Vec<Arc<dyn Tier>> = Vec::new();
+    for builder in builders {
+        tiers.push(builder.build(context.clone()).await?);
     }
-    let chain = Chain::new(before.into_iter().chain(std::iter::once(core)).chain(after).collect());
+    let chain = Chain::new(tiers);
     chain.start();
 
     let api_audiences = if opts.api_audiences.is_empty() { opts.service_account_issuers.clone() } else { opts.api_audiences.clone() };
