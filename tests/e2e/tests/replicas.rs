@@ -392,16 +392,23 @@ fn nats_outage_replica_crash_and_moving_watchers_lose_or_repeat_nothing() {
 /// (deploy/haproxy/haproxy.cfg), kubectl through the load balancer, then a clean stop.
 #[test]
 fn local_cluster_script_starts_replicas_behind_haproxy_and_stops_them() {
-    local_cluster_script(false);
+    local_cluster_script(false, false);
 }
 
 /// The same with `KAPI_STORAGE=etcd`: a 3-member etcd cluster under the replicas.
 #[test]
 fn local_cluster_script_on_a_three_member_etcd() {
-    local_cluster_script(true);
+    local_cluster_script(true, false);
 }
 
-fn local_cluster_script(on_etcd: bool) {
+/// The same with `KAPI_MODE=split`: the two replicas are kapi-aggregators in front of one
+/// kapi-core and one kapi-extensions replica, each tier behind its own haproxy.
+#[test]
+fn local_cluster_script_splits_the_tiers() {
+    local_cluster_script(false, true);
+}
+
+fn local_cluster_script(on_etcd: bool, split: bool) {
     let state = tempfile::Builder::new().prefix("kapi-local-").tempdir().expect("state dir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/local/cluster.sh");
     let bin = kapi_e2e::kapi_binary().expect("kapi binary");
@@ -412,6 +419,9 @@ fn local_cluster_script(on_etcd: bool) {
     let replica_ports = format!("{} {}", kapi_e2e::free_port().expect("port"), kapi_e2e::free_port().expect("port"));
     let stats = kapi_e2e::free_port().expect("port");
     let etcd_ports = (0..6).map(|_| kapi_e2e::free_port().expect("port").to_string()).collect::<Vec<_>>().join(" ");
+    // Split: each tier's haproxy, its stats page and one replica.
+    let tier_ports = || (0..3).map(|_| kapi_e2e::free_port().expect("port").to_string()).collect::<Vec<_>>().join(" ");
+    let (core_ports, extensions_ports) = (tier_ports(), tier_ports());
     let run = |args: &[&str]| {
         let mut cmd = Command::new("bash");
         cmd.arg(&script)
@@ -425,12 +435,18 @@ fn local_cluster_script(on_etcd: bool) {
         if on_etcd {
             cmd.env("KAPI_STORAGE", "etcd").env("KAPI_ETCD_PORTS", &etcd_ports);
         }
+        if split {
+            cmd.env("KAPI_MODE", "split").env("KAPI_CORE_PORTS", &core_ports).env("KAPI_EXTENSIONS_PORTS", &extensions_ports);
+        }
         run_with_timeout(&mut cmd, Duration::from_secs(120)).expect("cluster.sh")
     };
     let started = run(&["start", "2"]);
     let mut processes = vec!["nats", "haproxy", "kapi-0", "kapi-1"];
     if on_etcd {
         processes.extend(["etcd-0", "etcd-1", "etcd-2"]);
+    }
+    if split {
+        processes.extend(["core-0", "extensions-0", "haproxy-core", "haproxy-extensions"]);
     }
     let pids: Vec<String> =
         processes.iter().filter_map(|n| std::fs::read_to_string(state.path().join(format!("{n}.pid"))).ok()).map(|p| p.trim().to_owned()).collect();
@@ -441,7 +457,7 @@ fn local_cluster_script(on_etcd: bool) {
     };
     if !started.status.success() {
         cleanup();
-        let logs: String = ["kapi-0", "kapi-1", "nats", "haproxy"]
+        let logs: String = ["kapi-0", "kapi-1", "nats", "haproxy", "core-0", "extensions-0"]
             .iter()
             .filter_map(|n| std::fs::read_to_string(state.path().join(format!("{n}.log"))).ok().map(|log| format!("\n===== {n}.log =====\n{log}")))
             .collect();
@@ -474,6 +490,13 @@ fn local_cluster_script(on_etcd: bool) {
     for i in 0..2 {
         let log = std::fs::read_to_string(state.path().join(format!("kapi-{i}.log"))).unwrap_or_default();
         assert!(log.contains("Serving securely on"), "replica {i}: {log}");
+    }
+    if split {
+        assert!(status.contains("core-0: running") && status.contains("extensions-0: running"), "{status}");
+        for tier in ["core-0", "extensions-0"] {
+            let log = std::fs::read_to_string(state.path().join(format!("{tier}.log"))).unwrap_or_default();
+            assert!(log.contains("Serving securely on"), "{tier}: {log}");
+        }
     }
     if on_etcd {
         // The objects went to etcd, not to a SQLite file.
