@@ -6,6 +6,7 @@
 //! counts so a test can check the tool end to end; `--only replicas` runs one section.
 
 mod admission;
+mod aggregator;
 mod apf;
 mod audit;
 mod authz;
@@ -90,6 +91,9 @@ enum Section {
     /// HTTP/2 rapid reset: authenticated GET latency and kapi's CPU and memory while a client
     /// opens and resets thousands of streams, unauthenticated and authenticated.
     RapidReset,
+    /// The tiers split: GET and watch-event latency through kapi-aggregator vs straight to
+    /// kapi-core (the binaries beside --kapi-bin).
+    Aggregator,
 }
 
 struct Plan {
@@ -686,6 +690,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::RapidReset) {
         report.push_str(&rapid_reset::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Aggregator) {
+        report.push_str(&aggregator::run(&cli.kapi_bin, cli.quick).await?);
     }
     Ok(report)
 }

@@ -73,6 +73,11 @@ fn quick_run_reports_every_measurement() {
         "| GETs | audit Metadata, batch |",
         "vs baseline | ≤ 3%:",
         "vs metrics only | ≤ 10%:",
+        // The aggregator's hop: both paths measured, every watch event seen on both.
+        "## The aggregator's hop",
+        "| straight to kapi-core |",
+        "| through kapi-aggregator |",
+        "The hop adds",
         // Encryption at rest: Secrets with identity, aescbc and the KMS v2 test plugin.
         "## Encryption at rest",
         "| creates, aescbc |",
