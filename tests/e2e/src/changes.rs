@@ -4,12 +4,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use kapi_storage::etcd::{EtcdConfig, EtcdStore};
 use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
-use kapi_storage::{DynStore, EventKind};
+use kapi_storage::{DynStore, EventKind, StorageError};
 use serde_json::Value;
 
 use crate::Endpoint;
@@ -81,6 +82,80 @@ async fn read_log(store: &DynStore, prefix: &str, after: u64, until: u64) -> Vec
         }
     }
     out
+}
+
+/// The store's history of the keys under a prefix, read while a run goes (compaction erases
+/// it behind): `log[i]` was written with the stored object `values[i]` (for a deletion, the
+/// object deleted) over the key's previous revision `prev[i]`.
+#[derive(Debug, Default)]
+pub struct Truth {
+    pub log: Vec<Seen>,
+    pub values: Vec<bytes::Bytes>,
+    pub prev: Vec<u64>,
+    /// (ms since the start, horizon) each time the store's compaction horizon was seen to move.
+    pub compactions: Vec<(u64, u64)>,
+    pub read_errors: usize,
+    /// Why following stopped early (the log was compacted before it was read).
+    pub fatal: Option<String>,
+}
+
+/// When [`follow_log`] stops, and what it publishes while it runs.
+#[derive(Debug, Default)]
+pub struct Follow {
+    /// Set when the run is over: the follower stops once it has read up to `target`.
+    pub stop: AtomicBool,
+    /// Set on failure: the follower stops at once.
+    pub abort: AtomicBool,
+    /// The revision to read up to after `stop` (0: not known yet).
+    pub target: AtomicU64,
+    /// The store's compaction horizon, as last seen.
+    pub horizon: AtomicU64,
+}
+
+/// Follows `store`'s change log after `from` for the keys under `prefix` (names relative to
+/// it), until told to stop and the target is reached.
+pub async fn follow_log(store: &DynStore, prefix: &str, from: u64, t0: Instant, follow: &Follow) -> Truth {
+    let mut truth = Truth::default();
+    let mut at = from;
+    let mut probed = Instant::now();
+    let since = |t0: Instant| u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+    loop {
+        match store.read_log(at, 1000).await {
+            Ok(events) if !events.is_empty() => {
+                at = events.last().map_or(at, |e| e.revision);
+                for e in events.into_iter().filter(|e| e.key.starts_with(prefix)) {
+                    let kind = match e.kind {
+                        EventKind::Added => "ADDED",
+                        EventKind::Modified => "MODIFIED",
+                        EventKind::Deleted => "DELETED",
+                    };
+                    truth.log.push(Seen { kind, name: e.key[prefix.len()..].to_owned(), rv: e.revision });
+                    truth.values.push(e.value);
+                    truth.prev.push(e.prev_revision);
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(e @ StorageError::Compacted { .. }) => {
+                truth.fatal = Some(format!("the log was compacted before it was read: {e}"));
+                return truth;
+            }
+            Err(_) => truth.read_errors += 1,
+        }
+        if probed.elapsed() > Duration::from_secs(1) {
+            probed = Instant::now();
+            if let Ok(h) = store.compacted_revision().await {
+                if h > follow.horizon.fetch_max(h, Ordering::SeqCst) {
+                    truth.compactions.push((since(t0), h));
+                }
+            }
+        }
+        let until = follow.target.load(Ordering::SeqCst);
+        if follow.stop.load(Ordering::SeqCst) && until != 0 && at >= until || follow.abort.load(Ordering::SeqCst) {
+            return truth;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// What one watcher saw over all its connections.

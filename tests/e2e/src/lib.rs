@@ -7,6 +7,9 @@
 #![forbid(unsafe_code)]
 
 pub mod changes;
+pub mod linearizability;
+pub mod reflector;
+pub mod soak;
 mod haproxy;
 mod kubelet;
 pub mod load;
@@ -36,7 +39,7 @@ use tempfile::TempDir;
 pub use haproxy::Haproxy;
 pub use kubelet::{FakeKubelet, KUBELET_CLIENT_CN};
 pub use nats::{free_port, NatsServer};
-pub use process::{run_with_timeout, OutputExt, Streaming};
+pub use process::{run_with_timeout, Connections, OutputExt, Streaming};
 pub use admission_webhook::AdmissionWebhook;
 pub use auth_webhook::AuthWebhook;
 pub use extension_apiserver::{ExtensionApiServer, FrontProxyCerts};
@@ -770,6 +773,28 @@ impl Endpoint {
 
     /// One HTTPS request through curl; status 0 when no answer came (connection refused).
     pub fn try_request(&self, req: &Request) -> Result<HttpResponse, HarnessError> {
+        let (mut cmd, body_file) = self.curl(req)?;
+        let out = run_with_timeout(&mut cmd, COMMAND_TIMEOUT)?;
+        drop(body_file);
+        Ok(curl_answer(&out.stdout))
+    }
+
+    /// [`Endpoint::try_request`] whose curl is registered in `connections` while it runs, so
+    /// that a fault injector can cut it ([`Connections::cut`]). With no answer (status 0),
+    /// `raw` is curl's error (`curl: (7) ...` when it could not connect: nothing was sent).
+    pub fn try_request_cuttable(&self, req: &Request, connections: &Connections) -> Result<HttpResponse, HarnessError> {
+        let (mut cmd, body_file) = self.curl(req)?;
+        let out = connections.run(&mut cmd)?;
+        drop(body_file);
+        let mut answer = curl_answer(&out.stdout);
+        if answer.status == 0 && answer.raw.is_empty() {
+            answer.raw = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        }
+        Ok(answer)
+    }
+
+    /// The curl command for `req` (and the staged body file, to keep until it has run).
+    fn curl(&self, req: &Request) -> Result<(Command, Option<tempfile::NamedTempFile>), HarnessError> {
         let pki = &self.pki;
         let mut cmd = Command::new("curl");
         cmd.args(["-sS", "--max-time", "30", "-X", &req.method, "-w", "\n%{http_code}", "-A", HARNESS_AGENT])
@@ -799,18 +824,21 @@ impl Endpoint {
             None => None,
         };
         cmd.arg(format!("{}{}", self.url, req.path));
-        let out = run_with_timeout(&mut cmd, COMMAND_TIMEOUT)?;
-        drop(body_file);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (raw, code) = match text.rsplit_once('\n') {
-            Some((raw, code)) => (raw.to_owned(), code.trim().to_owned()),
-            None => (String::new(), text.trim().to_owned()),
-        };
-        let status = code.parse::<u16>().unwrap_or(0);
-        let body = serde_json::from_str(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
-        Ok(HttpResponse { status, body, raw })
+        Ok((cmd, body_file))
     }
 
+}
+
+/// curl's output (`-w "\n%{http_code}"`) as an answer.
+fn curl_answer(stdout: &[u8]) -> HttpResponse {
+    let text = String::from_utf8_lossy(stdout).into_owned();
+    let (raw, code) = match text.rsplit_once('\n') {
+        Some((raw, code)) => (raw.to_owned(), code.trim().to_owned()),
+        None => (String::new(), text.trim().to_owned()),
+    };
+    let status = code.parse::<u16>().unwrap_or(0);
+    let body = serde_json::from_str(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
+    HttpResponse { status, body, raw }
 }
 
 impl Drop for Kapi {

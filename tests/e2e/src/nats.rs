@@ -42,6 +42,18 @@ impl NatsServer {
         }
     }
 
+    /// Sends a signal ("STOP", "CONT") by PID through the `kill` command: SIGSTOP freezes it
+    /// with its connections open, as a stalled host would.
+    pub fn signal(&self, sig: &str) -> Result<(), HarnessError> {
+        let pid = self.child.as_ref().map(Child::id).ok_or(HarnessError::NotRunning)?.to_string();
+        let out = crate::run_with_timeout(Command::new("kill").arg(format!("-{sig}")).arg(&pid), Duration::from_secs(10))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(HarnessError::Io { context: format!("kill -{sig} {pid}"), source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()) })
+        }
+    }
+
     /// Starts it again on the same port and storage directory.
     pub fn restart(&mut self) -> Result<(), HarnessError> {
         self.kill();

@@ -232,3 +232,58 @@ mod tests {
     }
 }
 
+
+/// Client processes (curl) a fault injector may cut: each is registered by its PID while it
+/// runs and unregistered before it is reaped, so [`Connections::cut`] only ever signals live
+/// children of this process (never a reused PID).
+#[derive(Debug, Default)]
+pub struct Connections {
+    pids: std::sync::Mutex<std::collections::BTreeSet<u32>>,
+}
+
+impl Connections {
+    /// Spawns `cmd` (stdout and stderr piped) and registers it; call [`Connections::forget`]
+    /// before waiting for it.
+    pub fn spawn(&self, cmd: &mut Command) -> Result<Child, HarnessError> {
+        let mut pids = self.pids.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| HarnessError::Io { context: format!("spawning {cmd:?}"), source })?;
+        pids.insert(child.id());
+        Ok(child)
+    }
+
+    /// Unregisters `child` (before it is waited for).
+    pub fn forget(&self, child: &Child) {
+        self.pids.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&child.id());
+    }
+
+    /// Runs `cmd` to completion while registered (curl's own `--max-time` bounds it).
+    pub fn run(&self, cmd: &mut Command) -> Result<Output, HarnessError> {
+        let mut child = self.spawn(cmd)?;
+        let stdout = child.stdout.take().map(reader_thread);
+        let stderr = child.stderr.take().map(reader_thread);
+        let collect = |h: Option<std::thread::JoinHandle<Vec<u8>>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+        // The pipes close when the process ends: only then is it unregistered and reaped.
+        let (out, err) = (collect(stdout), collect(stderr));
+        self.forget(&child);
+        let status = child.wait().map_err(|source| HarnessError::Io { context: "waiting for curl".into(), source })?;
+        Ok(Output { status, stdout: out, stderr: err })
+    }
+
+    /// SIGKILLs every registered client (their connections drop mid-request or mid-stream);
+    /// how many.
+    pub fn cut(&self) -> usize {
+        let pids = self.pids.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pids.is_empty() {
+            return 0;
+        }
+        let mut kill = Command::new("kill");
+        kill.arg("-KILL").args(pids.iter().map(u32::to_string)).stdout(Stdio::null()).stderr(Stdio::null());
+        let _ = kill.status();
+        pids.len()
+    }
+}

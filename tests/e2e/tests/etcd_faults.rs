@@ -14,21 +14,19 @@
 //! numbers (docs/perf.md, "etcd under faults"); `ETCD_FAULTS_DUMP=1` also prints every attempt.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use kapi_e2e::changes::{rv_of, Seen};
+use kapi_e2e::changes::{follow_log, rv_of, Follow, Truth};
+use kapi_e2e::reflector::{judge, listed, state_at, Reflector, Verdict, WatchRun};
 use kapi_e2e::{Endpoint, Haproxy, Kapi, Request};
 use kapi_storage::etcd::testing::EtcdCluster;
 use kapi_storage::etcd::{EtcdConfig, EtcdStore};
-use kapi_storage::{DynStore, EventKind, StorageError};
+use kapi_storage::DynStore;
 use serde_json::{json, Value};
 
-use watchers::{judge, watch, Verdict, WatchRun};
 use writers::{unknown, write_until, Attempt, Op, Writer};
 
-#[path = "etcd_faults/watchers.rs"]
-mod watchers;
 #[path = "etcd_faults/writers.rs"]
 mod writers;
 
@@ -57,92 +55,15 @@ fn ms(t0: Instant) -> u64 {
     u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The items of a list answer as name -> resourceVersion, and the list's resourceVersion.
-fn listed(body: &Value) -> (u64, BTreeMap<String, u64>) {
-    let items = body["items"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let rv = body["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("list without rv: {body}"));
-    (rv, items.iter().map(|o| (o["metadata"]["name"].as_str().unwrap_or_default().to_owned(), rv_of(o))).collect())
-}
-
-/// The state the log replays to at `at`, from the state `initial` at the log's start.
-fn state_at(initial: &BTreeMap<String, u64>, log: &[Seen], at: u64) -> BTreeMap<String, u64> {
-    let mut state = initial.clone();
-    for e in log.iter().take_while(|e| e.rv <= at) {
-        if e.kind == "DELETED" {
-            state.remove(&e.name);
-        } else {
-            state.insert(e.name.clone(), e.rv);
-        }
-    }
-    state
-}
-
-// ---------------------------------------------------------------------------------------------
-// The truth: etcd's history of the namespace's ConfigMaps, read as the run goes.
-
-#[derive(Debug, Default)]
-struct Truth {
-    log: Vec<Seen>,
-    /// (ms, horizon) each time etcd's compaction horizon was seen to move.
-    compactions: Vec<(u64, u64)>,
-    read_errors: usize,
-    fatal: Option<String>,
-}
-
-/// Follows the store's change log from `from` through its own etcd client until `stop` is set
-/// and `target` (non-zero) is reached; publishes the compaction horizon in `horizon`.
-fn follow_log(
-    endpoints: &[String],
-    from: u64,
-    t0: Instant,
-    (stop, abort): (&AtomicBool, &AtomicBool),
-    target: &AtomicU64,
-    horizon: &AtomicU64,
-) -> Truth {
+/// Follows the store's change log from `from` through its own etcd client (see
+/// [`follow_log`]).
+fn follow_etcd_log(endpoints: &[String], from: u64, t0: Instant, follow: &Follow) -> Truth {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     runtime.block_on(async {
         // A reader: no compactor of its own.
         let config = EtcdConfig { endpoints: endpoints.to_vec(), compaction_interval: Duration::ZERO, ..EtcdConfig::default() };
         let store: DynStore = EtcdStore::open(config).await.expect("open the etcd store");
-        let prefix = format!("/registry/core/configmaps/{NS}/");
-        let mut truth = Truth::default();
-        let mut at = from;
-        let mut probed = Instant::now();
-        loop {
-            match store.read_log(at, 1000).await {
-                Ok(events) if !events.is_empty() => {
-                    at = events.last().map_or(at, |e| e.revision);
-                    for e in events.into_iter().filter(|e| e.key.starts_with(&prefix)) {
-                        let kind = match e.kind {
-                            EventKind::Added => "ADDED",
-                            EventKind::Modified => "MODIFIED",
-                            EventKind::Deleted => "DELETED",
-                        };
-                        truth.log.push(Seen { kind, name: e.key[prefix.len()..].to_owned(), rv: e.revision });
-                    }
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e @ StorageError::Compacted { .. }) => {
-                    truth.fatal = Some(format!("the log was compacted before it was read: {e}"));
-                    return truth;
-                }
-                Err(_) => truth.read_errors += 1,
-            }
-            if probed.elapsed() > Duration::from_secs(1) {
-                probed = Instant::now();
-                if let Ok(h) = store.compacted_revision().await {
-                    if h > horizon.fetch_max(h, Ordering::SeqCst) {
-                        truth.compactions.push((ms(t0), h));
-                    }
-                }
-            }
-            let until = target.load(Ordering::SeqCst);
-            if stop.load(Ordering::SeqCst) && until != 0 && at >= until || abort.load(Ordering::SeqCst) {
-                return truth;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        follow_log(&store, &format!("/registry/core/configmaps/{NS}/"), from, t0, follow).await
     })
 }
 
@@ -195,16 +116,19 @@ fn kapi_on_etcd_loses_no_acknowledged_write_and_no_watch_event_when_members_fail
 
     let t0 = Instant::now();
     let deadline = t0 + WATCH_DEADLINE;
-    let (stop_writers, stop_log, abort) = (AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false));
-    let (target, horizon) = (AtomicU64::new(0), AtomicU64::new(0));
+    let stop_writers = AtomicBool::new(false);
+    let follow = Follow::default();
     let mut faults: Vec<(String, u64)> = Vec::new();
+    let reflector = Reflector { collection: collection(), sentinel: SENTINEL.to_owned(), deadline, timeout_seconds: 15 };
     let (writers, runs, truth, sentinel, window, late_start) = std::thread::scope(|s| {
-        let (stop_writers, stop_log, abort, target, horizon) = (&stop_writers, &stop_log, &abort, &target, &horizon);
+        let (stop_writers, follow) = (&stop_writers, &follow);
+        let (abort, horizon) = (&follow.abort, &follow.horizon);
         let (lb, etcd_endpoints) = (&lb, &endpoints);
         // Whatever fails below, every thread ends: writers and the log follower at once,
         // watchers at their next reconnection.
-        let _guard = StopOnDrop([stop_writers, stop_log, abort]);
-        let follower = s.spawn(move || follow_log(etcd_endpoints, from, t0, (stop_log, abort), target, horizon));
+        let _guard = StopOnDrop([stop_writers, &follow.stop, abort]);
+        let follower = s.spawn(move || follow_etcd_log(etcd_endpoints, from, t0, follow));
+        let reflector = &reflector;
         // One watcher per replica from before the first write, and one per replica from the
         // same revision once etcd has compacted past it (410, relist, watch on).
         let watchers: Vec<_> = (0..6)
@@ -217,7 +141,8 @@ fn kapi_on_etcd_loses_no_acknowledged_write_and_no_watch_event_when_members_fail
                         }
                     }
                     let started = ms(t0);
-                    (started, watch(&endpoint, format!("replica {} {}", i % 3, if i < 3 { "early" } else { "late" }), from, deadline, abort))
+                    let label = format!("replica {} {}", i % 3, if i < 3 { "early" } else { "late" });
+                    (started, reflector.watch(&endpoint, label, from, abort, None))
                 })
             })
             .collect();
@@ -273,8 +198,8 @@ fn kapi_on_etcd_loses_no_acknowledged_write_and_no_watch_event_when_members_fail
         let runs: Vec<WatchRun> = runs.into_iter().map(|(_, r)| r).collect();
         let last = lb.try_request(&Request::get(&collection())).expect("final list");
         assert_eq!(last.status, 200, "{}", last.raw);
-        target.store(listed(&last.body).0.max(sentinel), Ordering::SeqCst);
-        stop_log.store(true, Ordering::SeqCst);
+        follow.target.store(listed(&last.body).0.max(sentinel), Ordering::SeqCst);
+        follow.stop.store(true, Ordering::SeqCst);
         let truth = follower.join().expect("log follower");
         // Every member applied everything: a member whose revision stays behind has diverged
         // (etcd 3.5.0-3.5.2 could lose applied writes on a member killed under load: etcd#13766).
