@@ -63,7 +63,14 @@ impl Service<Request<Bytes>> for Router {
             };
             if let Some(proxy) = proxy {
                 let user = parts.extensions.get::<UserInfo>().cloned().unwrap_or_default();
-                return Ok(proxy.serve(parts, body, user).await);
+                let resp = proxy.serve(parts, body, user).await;
+                if !info.is_long_running() {
+                    return Ok(resp);
+                }
+                // A proxied watch ends when this server stops taking requests, as its own do.
+                let (head, body) = resp.into_parts();
+                let stop = srv.lifecycle.not_accepting_new_requests.subscribe();
+                return Ok(Response::from_parts(head, response::ending_when(body, stop)));
             }
             let accept = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_owned);
             Ok(route(&srv, &info, &parts, accept.as_deref(), body).await)

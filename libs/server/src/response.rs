@@ -251,3 +251,39 @@ impl hyper::body::Body for EndOnError {
         self.0.size_hint()
     }
 }
+
+/// A streamed answer that ends once `stop` turns true (a proxied watch when the server stops
+/// taking requests: its own watches end then too, and clients resume on another replica from
+/// their last resourceVersion). What was received before is passed on whole.
+pub fn ending_when(body: Body, stop: tokio::sync::watch::Receiver<bool>) -> Body {
+    let stop = async move {
+        let mut stop = stop;
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    EndWhen { body, stop: Box::pin(stop), done: false }.boxed_unsync()
+}
+
+struct EndWhen {
+    body: Body,
+    stop: Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    done: bool,
+}
+
+impl hyper::body::Body for EndWhen {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut self.body).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        if self.stop.as_mut().poll(cx).is_ready() {
+            self.done = true;
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }
+}
