@@ -139,12 +139,17 @@ start_tier() {
     i=$((i + 1))
   done
   echo "$i" >"$dir/$tier-replicas"
-  sed "s|    # @SERVERS@|$servers|" "$repo/deploy/haproxy/haproxy.cfg" >"$dir/haproxy-$tier.cfg"
-  log "haproxy for the $tier tier on 127.0.0.1:$lb"
-  KAPI_LB_BIND="127.0.0.1:$lb" KAPI_LB_STATS="127.0.0.1:$stats" \
+  start_haproxy "haproxy-$tier" "$lb" "$stats" "$servers"
+}
+
+# haproxy from deploy/haproxy/haproxy.cfg as <name>: port, stats port, server lines.
+start_haproxy() {
+  sed "s|    # @SERVERS@|$4|" "$repo/deploy/haproxy/haproxy.cfg" >"$dir/$1.cfg"
+  log "$1 on 127.0.0.1:$2 (stats on 127.0.0.1:$3)"
+  KAPI_LB_BIND="127.0.0.1:$2" KAPI_LB_STATS="127.0.0.1:$3" \
     KAPI_CA_FILE="$dir/data/pki/ca.crt" KAPI_CHECK_HOST=localhost \
-    haproxy -f "$dir/haproxy-$tier.cfg" -p "$dir/haproxy-$tier.pid" -D
-  wait_ready "$lb" 60 || die "the $tier tier's load balancer has no ready replica"
+    haproxy -f "$dir/$1.cfg" -p "$dir/$1.pid" -D
+  wait_ready "$2" 60 || die "$1 has no ready replica"
 }
 
 start() {
@@ -191,12 +196,7 @@ start() {
   for ((i = 0; i < n; i++)); do
     servers+="    server kapi-$i 127.0.0.1:$(cat "$dir/kapi-$i.port")\n"
   done
-  sed "s|    # @SERVERS@|$servers|" "$repo/deploy/haproxy/haproxy.cfg" >"$dir/haproxy.cfg"
-  log "haproxy on 127.0.0.1:$lb_port (stats on 127.0.0.1:$stats_port)"
-  KAPI_LB_BIND="127.0.0.1:$lb_port" KAPI_LB_STATS="127.0.0.1:$stats_port" \
-    KAPI_CA_FILE="$dir/data/pki/ca.crt" KAPI_CHECK_HOST=localhost \
-    haproxy -f "$dir/haproxy.cfg" -p "$dir/haproxy.pid" -D
-  wait_ready "$lb_port" 30 || die "the load balancer has no ready replica"
+  start_haproxy haproxy "$lb_port" "$stats_port" "$servers"
 
   local pki="$dir/data/pki"
   cat >"$dir/kubeconfig" <<KUBECONFIG

@@ -169,16 +169,19 @@ fn sigterm_of_one_replica_under_load_costs_clients_nothing() {
     });
 }
 
+/// Stops each of `replicas` in turn (it must exit 0 within delay + drain) and brings it back.
+fn restart_each(replicas: &mut [Kapi], what: &str, settle: Duration) {
+    for (i, replica) in replicas.iter_mut().enumerate() {
+        let (code, took) = stop(replica);
+        assert_eq!(code, Some(0), "{what} {i} exits 0:\n{}", replica.log());
+        assert!(took <= DELAY + DRAIN_BOUND, "{what} {i} took {took:?}");
+        bring_back(replica, settle);
+    }
+}
+
 #[test]
 fn rolling_restart_of_both_replicas_under_load_costs_clients_nothing() {
-    under_load(false, |setup| {
-        for i in 0..2 {
-            let (code, took) = stop(&mut setup.replicas[i]);
-            assert_eq!(code, Some(0), "replica {i} exits 0:\n{}", setup.replicas[i].log());
-            assert!(took <= DELAY + DRAIN_BOUND, "replica {i} took {took:?}");
-            bring_back(&mut setup.replicas[i], Duration::from_secs(1));
-        }
-    });
+    under_load(false, |setup| restart_each(&mut setup.replicas, "replica", Duration::from_secs(1)));
 }
 
 /// Split: every replica of every tier stopped and brought back in turn (the aggregators the
@@ -186,17 +189,7 @@ fn rolling_restart_of_both_replicas_under_load_costs_clients_nothing() {
 #[test]
 fn rolling_restart_of_every_tier_split_under_load_costs_clients_nothing() {
     under_load(true, |setup| {
-        for i in 0..2 {
-            let (code, took) = stop(&mut setup.replicas[i]);
-            assert_eq!(code, Some(0), "aggregator {i} exits 0:\n{}", setup.replicas[i].log());
-            assert!(took <= DELAY + DRAIN_BOUND, "aggregator {i} took {took:?}");
-            bring_back(&mut setup.replicas[i], Duration::from_secs(3));
-        }
-        for i in 0..setup.tiers.len() {
-            let (code, took) = stop(&mut setup.tiers[i]);
-            assert_eq!(code, Some(0), "tier replica {i} exits 0:\n{}", setup.tiers[i].log());
-            assert!(took <= DELAY + DRAIN_BOUND, "tier replica {i} took {took:?}");
-            bring_back(&mut setup.tiers[i], Duration::from_secs(3));
-        }
+        restart_each(&mut setup.replicas, "aggregator", Duration::from_secs(3));
+        restart_each(&mut setup.tiers, "tier replica", Duration::from_secs(3));
     });
 }
