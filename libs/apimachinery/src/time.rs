@@ -142,6 +142,11 @@ pub fn parse_go_duration(input: &str) -> Result<Option<Duration>, DurationError>
         total += value * seconds_per_unit;
         rest = &rest[unit_len..];
     }
+    // Go's `time.Duration` is int64 nanoseconds: longer durations (about 292 years) are
+    // `invalid duration` there, so they are here, whatever the sign.
+    if total * 1e9 >= i64::MAX as f64 {
+        return Err(invalid());
+    }
     if negative && total > 0.0 {
         return Ok(None);
     }
@@ -194,6 +199,15 @@ mod tests {
         assert_eq!(parse_go_duration("abc").unwrap_err().to_string(), "time: invalid duration \"abc\"");
         assert_eq!(parse_go_duration("").unwrap_err().to_string(), "time: invalid duration \"\"");
         assert_eq!(parse_go_duration("3x").unwrap_err().to_string(), "time: unknown unit \"x\" in duration \"3x\"");
+    }
+
+    #[test]
+    fn go_durations_beyond_int64_nanoseconds_are_invalid() {
+        // Found by the go_duration fuzz target: these parsed to centuries Go refuses.
+        assert_eq!(parse_go_duration("2562047h"), Ok(Some(Duration::from_secs(2_562_047 * 3600))));
+        assert_eq!(parse_go_duration("2562048h").unwrap_err().to_string(), "time: invalid duration \"2562048h\"");
+        assert_eq!(parse_go_duration("111111111111111.112m"), Err(DurationError::Invalid("111111111111111.112m".into())));
+        assert_eq!(parse_go_duration("-9999999999h"), Err(DurationError::Invalid("-9999999999h".into())));
     }
 
     #[test]

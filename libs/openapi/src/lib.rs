@@ -32,6 +32,9 @@ pub use custom::{CustomPart, CustomPartTrees, EncodedJson};
 pub use fields::FieldProblems;
 pub use apply_schema::{apply_schema, ApplyNode};
 pub use patch_schema::{patch_schema, SchemaNode};
+/// The syntax check kube's decoder makes on a Quantity (`resource.ParseQuantity`), with its
+/// error text; public so that the fuzz targets can hold it against CEL's quantity parser.
+pub use quantity::check as check_quantity;
 pub use structural::structural_schema;
 pub use messages::{decode_error_message, first_type_error, strict_message, warnings};
 

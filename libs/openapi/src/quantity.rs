@@ -13,7 +13,7 @@ const SUFFIXES: &[&str] = &[
 ];
 
 /// Ok when `text` parses as a quantity.
-pub(crate) fn check(text: &str) -> Result<(), &'static str> {
+pub fn check(text: &str) -> Result<(), &'static str> {
     let bytes = text.as_bytes();
     let mut i = 0;
     if matches!(bytes.first(), Some(b'+' | b'-')) {

@@ -141,6 +141,12 @@ impl Decoder<'_> {
             Scalar::Double => {
                 expect(wt, FIXED64, field)?;
                 let f = f64::from_bits(r.fixed64()?);
+                // JSON has no NaN or infinity (Go's encoder refuses them, so kube could never
+                // serve such an object back): refused here rather than stored as `null`.
+                if !f.is_finite() {
+                    let go = if f.is_nan() { "NaN" } else if f > 0.0 { "+Inf" } else { "-Inf" };
+                    return Err(ProtobufError::value(field, format!("json: unsupported value: {go}")));
+                }
                 // Go's JSON writes integral float64 values without a fraction (`1`, not `1.0`).
                 if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
                     Value::from(f as i64)

@@ -225,6 +225,24 @@ fn garbage_and_truncations_fail_cleanly() {
     assert!(matches!(wrong_type, Err(ProtobufError::Value { ref field, .. }) if field == "metadata.name"), "{wrong_type:?}");
 }
 
+/// Found by the protobuf_object fuzz target: a NaN double decoded to `null`, which encoded
+/// back without the field, so the stored object was not the one sent.
+#[test]
+fn non_finite_doubles_are_refused() {
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "a.b.c"},
+        "spec": {"group": "b.c", "scope": "Namespaced", "names": {"plural": "a", "kind": "A"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "number", "minimum": 0.5}}}]}});
+    let bytes = codec().encode(&crd).expect("encode");
+    let half = 0.5f64.to_le_bytes();
+    let at = bytes.windows(8).position(|w| w == half).expect("the double is on the wire");
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let mut wire = bytes.to_vec();
+        wire[at..at + 8].copy_from_slice(&bad.to_le_bytes());
+        let err = codec().decode(&wire).expect_err("a non-finite double");
+        assert!(matches!(err, ProtobufError::Value { ref message, .. } if message.starts_with("json: unsupported value: ")), "{err}");
+    }
+}
+
 #[test]
 fn generated_schema_is_fresh() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

@@ -276,8 +276,10 @@ impl Checker {
 
     /// The operators: `None` when `f` is not one.
     fn operator(&self, id: u64, f: &str, a: &[&Est]) -> Option<Result<Est, TypeError>> {
+        // A call without arguments (`cii()`) is no operator; it must not index one.
+        let first = &a.first()?.d;
         let bin = a.len() == 2;
-        let (x, y) = (&a[0].d, a.get(1).map(|e| &e.d).unwrap_or(&a[0].d));
+        let (x, y) = (first, a.get(1).map(|e| &e.d).unwrap_or(first));
         let dynamic = !known(&x.ty) || !known(&y.ty);
         let r = match f {
             op::EQUALS | op::NOT_EQUALS if bin => {

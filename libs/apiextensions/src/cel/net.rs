@@ -24,7 +24,10 @@ impl Opaque for Quantity {
 
 impl Quantity {
     /// Parses kube's quantity syntax: `<signed number><suffix>` where the suffix is a binary SI
-    /// (Ki..Ei), decimal SI (n u m "" k M G T P E) or decimal exponent (e3, E-2) suffix.
+    /// (Ki..Ei), decimal SI (n u m "" k M G T P E) or decimal exponent (e3, E-2) suffix, into
+    /// the value `resource.ParseQuantity` keeps: the magnitude rounded up to a whole nano unit
+    /// and capped at 2^63-1. Any length of digits and any int32 exponent parse, as in kube
+    /// (the decoder accepts them, so `isQuantity` must too).
     pub(crate) fn parse(s: &str) -> Option<Quantity> {
         let num_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(s.len());
         let (num, suffix) = s.split_at(num_end);
@@ -37,31 +40,26 @@ impl Quantity {
             return None;
         }
         let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-        let mut mant: i128 = 0;
-        for c in int.chars().chain(frac.chars()) {
-            mant = mant.checked_mul(10)?.checked_add(i128::from(c.to_digit(10)?))?;
-        }
-        let mut exp = -(frac.len() as i32);
-        let binary = |p: u32| 1i128.checked_shl(p);
-        match suffix {
-            "" => {}
-            "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
-                let p = 10 * (1 + "KMGTPE".find(&suffix[..1])? as u32);
-                mant = mant.checked_mul(binary(p)?)?;
-            }
-            "n" => exp -= 9,
-            "u" => exp -= 6,
-            "m" => exp -= 3,
-            "k" => exp += 3,
-            "M" => exp += 6,
-            "G" => exp += 9,
-            "T" => exp += 12,
-            "P" => exp += 15,
-            "E" => exp += 18,
-            s if s.starts_with(['e', 'E']) => exp += s[1..].parse::<i32>().ok().filter(|e| e.abs() < 64)?,
+        let (exp10, binary) = match suffix {
+            "" => (0, 0),
+            "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => (0, 10 * (1 + "KMGTPE".find(&suffix[..1])? as u32)),
+            "n" => (-9, 0),
+            "u" => (-6, 0),
+            "m" => (-3, 0),
+            "k" => (3, 0),
+            "M" => (6, 0),
+            "G" => (9, 0),
+            "T" => (12, 0),
+            "P" => (15, 0),
+            "E" => (18, 0),
+            s if s.starts_with(['e', 'E']) => (s[1..].parse::<i32>().ok()?, 0),
             _ => return None,
-        }
-        Some(Quantity { mant: if neg { -mant } else { mant }, exp })
+        };
+        let all: String = int.chars().chain(frac.chars()).collect();
+        let significant = all.trim_start_matches('0');
+        let exp = i64::from(exp10) - frac.len() as i64;
+        let magnitude = nano_magnitude(significant, exp, binary);
+        Some(Quantity { mant: if neg { -magnitude } else { magnitude }, exp: -9 })
     }
 
     fn aligned(&self, o: &Quantity) -> Option<(i128, i128)> {
@@ -98,6 +96,43 @@ impl Quantity {
             self.mant / d
         };
         i64::try_from(v).ok()
+    }
+}
+
+/// kube's cap on a quantity, 2^63-1, in nano units.
+const MAX_NANOS: i128 = i64::MAX as i128 * 1_000_000_000;
+
+/// `digits * 10^exp * 2^binary` (digits without leading zeros) in nano units, rounded up and
+/// capped at [`MAX_NANOS`], as `resource.ParseQuantity` rounds and caps its exact value.
+fn nano_magnitude(digits: &str, exp: i64, binary: u32) -> i128 {
+    if digits.is_empty() {
+        return 0;
+    }
+    // Beyond 36 significant digits the value is kept to 36, a dropped non-zero digit rounding
+    // the magnitude up (kube keeps every digit, but rounds to nano units and caps at 2^63-1).
+    let kept = &digits[..digits.len().min(36)];
+    let dropped = &digits[kept.len()..];
+    let mut mant: i128 = kept.bytes().fold(0, |m, b| m * 10 + i128::from(b - b'0'));
+    let mut exp = exp + dropped.len() as i64 + 9;
+    if dropped.bytes().any(|b| b != b'0') {
+        mant += 1;
+    }
+    // Fold in 2^binary, giving up low digits (rounding up) while the product would overflow.
+    let factor = 1i128 << binary;
+    while mant.checked_mul(factor).is_none() {
+        mant = mant / 10 + i128::from(mant % 10 != 0);
+        exp += 1;
+    }
+    mant *= factor;
+    if exp >= 0 {
+        // 10^exp beyond 38 digits, or a product past the cap, is capped.
+        let scale = u32::try_from(exp).ok().and_then(|e| 10i128.checked_pow(e));
+        return scale.and_then(|s| mant.checked_mul(s)).map_or(MAX_NANOS, |v| v.min(MAX_NANOS));
+    }
+    // Below one nano unit: divide, rounding up (a non-zero value is at least 1n).
+    match u32::try_from(-exp).ok().and_then(|e| 10i128.checked_pow(e)) {
+        Some(d) => (mant / d + i128::from(mant % d != 0)).min(MAX_NANOS),
+        None => 1,
     }
 }
 

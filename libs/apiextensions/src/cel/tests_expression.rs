@@ -37,6 +37,14 @@ fn request() -> Value {
 }
 
 #[test]
+fn calls_without_arguments_are_undeclared_not_a_panic() {
+    // Found by the cel fuzz target: the checker indexed the first argument of `cii()`.
+    for expr in ["cii()", "object.metadata.name.lowerAs % cii()", "1 + f()"] {
+        assert!(compile_err(expr, ReturnType::Any).starts_with("compilation failed: ERROR: <input>:1:"), "{expr}");
+    }
+}
+
+#[test]
 fn compile_errors_have_kubes_text() {
     assert!(compile_err("object.spec.replicas > 'a' +", ReturnType::Bool)
         .starts_with("compilation failed: ERROR: <input>:1:"));

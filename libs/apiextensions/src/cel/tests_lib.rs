@@ -199,6 +199,27 @@ fn quantity_library() {
     assert!(ok(p, "!isQuantity('1.2.3') && !quantity('1.5').isInteger()", json!({"q": 1})));
 }
 
+/// Found by the quantity fuzz target: what kube's decoder accepts (any number of digits, any
+/// int32 exponent) is a quantity to CEL too, rounded up to nano units and capped at 2^63-1.
+#[test]
+fn quantities_of_any_size_parse_rounded_and_capped_as_kube_does() {
+    let p = json!({"q": {"x-kubernetes-int-or-string": true}});
+    let rules = [
+        "isQuantity('000e1400') && quantity('000e1400').sign() == 0",
+        "quantity('1e1400').compareTo(quantity('9223372036854775807')) == 0",
+        "quantity('-1e1400').compareTo(quantity('-9223372036854775807')) == 0",
+        "quantity('123456789012345678901234567890123456789012').asInteger() == 9223372036854775807",
+        "quantity('1e-1400').compareTo(quantity('1n')) == 0 && quantity('0.0000000001').compareTo(quantity('1n')) == 0",
+        "quantity('1.0000000000000000000000000000000000000000001').compareTo(quantity('1000000001n')) == 0",
+        "quantity('8Ei').asInteger() == 9223372036854775807 && quantity('7Ei').asInteger() == 8070450532247928832",
+        "quantity('0.5Ki').asInteger() == 512 && quantity('1.5m').compareTo(quantity('1500u')) == 0",
+    ];
+    for rule in rules {
+        assert!(ok(p.clone(), rule, json!({"q": 1})), "{rule}");
+    }
+    assert!(ok(p, "!isQuantity('1e99999999999') && !isQuantity('1e')", json!({"q": 1})));
+}
+
 #[test]
 fn ip_and_cidr_libraries() {
     let p = json!({"a": {"type": "string"}});
