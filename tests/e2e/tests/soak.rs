@@ -19,7 +19,7 @@ fn soak_with_replica_nats_and_connection_faults_keeps_every_history_linearizable
     assert_eq!(report.violations(), 0, "{report}");
     assert!(report.inconclusive.is_empty(), "{report}");
     let faults: usize = report.faults.values().sum();
-    assert!(faults >= 8, "too few faults: {report}");
+    assert!(faults >= 5, "too few faults: {report}");
     assert!(report.acked_writes > 200, "too little load to mean anything: {report}");
     assert!(report.unknown_resolved.0 + report.unknown_resolved.1 > 0 || report.connections_cut > 0, "no fault reached a client: {report}");
 }
