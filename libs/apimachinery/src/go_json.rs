@@ -311,6 +311,20 @@ fn go_float(x: f64) -> String {
 mod tests {
     use super::*;
 
+    /// Found by the decode_json and decode_yaml fuzz targets: long numbers parsed to a float
+    /// one ulp off the nearest, so re-reading kapi's own JSON changed them (the workspace's
+    /// serde_json has `float_roundtrip` since).
+    #[test]
+    fn long_numbers_parse_to_the_nearest_float_and_round_trip() {
+        for text in ["555555555555555555555555555555555555555", "4440908555555555555558", "0.30000000000000004", "1e308"] {
+            let v: serde_json::Value = serde_json::from_str(text).expect("a number");
+            let printed = serde_json::to_string(&v).expect("encode");
+            let again: serde_json::Value = serde_json::from_str(&printed).expect("a number");
+            assert_eq!(again, v, "{text} printed as {printed}");
+            assert_eq!(v.as_f64(), text.parse::<f64>().ok(), "{text} is not the nearest float");
+        }
+    }
+
     fn err(s: &str) -> String {
         syntax_error(s.as_bytes()).unwrap_or_else(|| "valid".into())
     }

@@ -37,6 +37,7 @@ impl Decoder<'_> {
     fn fields_into(&self, id: MsgId, bytes: &[u8], out: &mut Map<String, Value>, depth: usize) -> Result<(), ProtobufError> {
         let msg = &self.schema.messages[id];
         let mut r = Reader::new(bytes);
+        let mut repeated = Vec::new();
         while !r.at_end() {
             let (tag, wire_type) = r.key()?;
             let Some(field) = msg.field(tag) else {
@@ -60,6 +61,7 @@ impl Decoder<'_> {
                     }
                 }
                 Label::Repeated => {
+                    repeated.push(field.json.to_string());
                     let list = out.entry(field.json.to_string()).or_insert_with(|| Value::Array(Vec::new()));
                     let Some(list) = list.as_array_mut() else { continue };
                     if wire_type == LEN && !matches!(field.ty, Scalar::String | Scalar::Bytes | Scalar::Message(_)) {
@@ -81,6 +83,13 @@ impl Decoder<'_> {
                         out.insert(field.json.to_string(), v);
                     }
                 }
+            }
+        }
+        // A repeated field whose occurrences held nothing (an empty packed run) is a nil slice
+        // to Go, which kube's JSON omits and kapi's encoder writes as nothing: no `[]`.
+        for name in repeated {
+            if out.get(&name).is_some_and(|v| v.as_array().is_some_and(Vec::is_empty)) {
+                out.remove(&name);
             }
         }
         Ok(())
