@@ -165,6 +165,10 @@ pub(crate) struct Split {
     extensions: Arc<Backend>,
     /// Turns true once both tiers' discovery has been read once.
     ready: watch::Sender<bool>,
+    /// Wakes the reader at once (a CRD changed).
+    wake: tokio::sync::Notify,
+    /// One extensions refresh at a time.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl Split {
@@ -174,6 +178,8 @@ impl Split {
             core: Arc::new(Backend::new(&backends.core, &ca, identity, false).map_err(|e| format!("--core-url {e}"))?),
             extensions: Arc::new(Backend::new(&backends.extensions, &ca, identity, true).map_err(|e| format!("--extensions-url {e}"))?),
             ready: watch::Sender::new(false),
+            wake: tokio::sync::Notify::new(),
+            refreshing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -207,6 +213,36 @@ impl Split {
         Some((resources, discovered.current))
     }
 
+    /// Reads the extensions tier's discovery again now (a CRD changed).
+    pub(crate) fn nudge(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Group versions the extensions tier's discovery lacks among `served` (the Established
+    /// CRDs' served versions, from this process's CRD cache).
+    fn lacks(&self, served: &[(String, String)]) -> bool {
+        let discovered = self.extensions.discovered();
+        served.iter().any(|gv| !discovered.resources.contains_key(gv))
+    }
+
+    /// Makes discovery include every group version in `served`: the extensions tier is read
+    /// again (it may itself take a moment to serve a CRD it just established) until it does,
+    /// for at most two seconds.
+    pub(crate) async fn catch_up(&self, served: &[(String, String)], generation: &std::sync::atomic::AtomicU64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while self.lacks(served) && tokio::time::Instant::now() < deadline {
+            {
+                let _one = self.refreshing.lock().await;
+                if self.lacks(served) && self.extensions.refresh().await {
+                    generation.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if self.lacks(served) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// Waits until both tiers' discovery has been read once.
     pub(crate) async fn wait_ready(&self) {
         let mut ready = self.ready.subscribe();
@@ -217,7 +253,10 @@ impl Split {
     pub(crate) async fn follow(self: Arc<Self>, generation: Arc<std::sync::atomic::AtomicU64>) {
         let mut round: u64 = 0;
         loop {
-            let mut changed = self.extensions.refresh().await;
+            let mut changed = {
+                let _one = self.refreshing.lock().await;
+                self.extensions.refresh().await
+            };
             if round.is_multiple_of(10) || !self.core.discovered().current {
                 changed |= self.core.refresh().await;
             }
@@ -228,7 +267,7 @@ impl Split {
                 self.ready.send_replace(true);
             }
             round = round.wrapping_add(1);
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            let _ = tokio::time::timeout(Duration::from_millis(500), self.wake.notified()).await;
         }
     }
 }

@@ -105,6 +105,11 @@ pub(crate) fn start(shared: Arc<Shared>, chain: Chain, hooks: Vec<PostStartHook>
     });
     if let Some(split) = &shared.split {
         tokio::spawn(split.clone().follow(shared.generation.clone()));
+        // A CRD change: read the extensions tier's discovery at once.
+        if let Some(spec) = catalog::find("apiextensions.k8s.io", "v1", "customresourcedefinitions") {
+            let split = split.clone();
+            tokio::spawn(follow(caches.clone(), spec, move |_, _| split.nudge()));
+        }
     }
     tokio::spawn(register(shared, chain, hooks));
 }

@@ -280,6 +280,15 @@ impl Tier for AggregatorTier {
         Some(self.shared.discovered.read().unwrap_or_else(|p| p.into_inner()).get(&key).cloned().unwrap_or_default())
     }
 
+    fn discovery_sync(&self) -> TierFuture<'_, ()> {
+        Box::pin(async move {
+            if let Some(split) = &self.shared.split {
+                let served = established_crd_versions(&self.shared);
+                split.catch_up(&served, &self.shared.generation).await;
+            }
+        })
+    }
+
     fn openapi_proxy(&self) -> Option<Arc<dyn Proxy>> {
         self.shared.split.as_ref().map(|split| split.extensions() as Arc<dyn Proxy>)
     }
@@ -288,6 +297,31 @@ impl Tier for AggregatorTier {
         let hooks = std::mem::take(&mut *self.hooks.lock().unwrap_or_else(|p| p.into_inner()));
         crate::controllers::start(self.shared.clone(), chain.clone(), hooks);
     }
+}
+
+/// The served group versions of the Established CRDs in this process's CRD cache.
+pub(crate) fn established_crd_versions(shared: &Shared) -> Vec<(String, String)> {
+    let Some(spec) = catalog::find("apiextensions.k8s.io", "v1", "customresourcedefinitions") else { return Vec::new() };
+    let Some(cache) = shared.rest.caches().cache(&spec.key_prefix()) else { return Vec::new() };
+    let mut out = Vec::new();
+    for crd in cache.list(&spec.key_prefix()).0 {
+        let o = &crd.object;
+        let established = o.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|cs| {
+            cs.iter().any(|c| c.get("type").and_then(Value::as_str) == Some("Established") && c.get("status").and_then(Value::as_str) == Some("True"))
+        });
+        if !established {
+            continue;
+        }
+        let group = o.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+        for v in o.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten() {
+            if v.get("served").and_then(Value::as_bool) == Some(true) {
+                if let Some(name) = v.get("name").and_then(Value::as_str) {
+                    out.push((group.to_owned(), name.to_owned()));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// kube's automatic local APIService of a group version this process serves: its name and

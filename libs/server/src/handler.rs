@@ -108,6 +108,9 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
             },
         }
     };
+    if is_get && (path == "/api" || path == "/apis" || path.starts_with("/apis/") || path.starts_with("/api/")) {
+        srv.chain.discovery_sync().await;
+    }
     match path {
         "/api" => discovery_doc(
             &|| Some(discovery::api_versions(&srv.options.external_address)),

@@ -87,6 +87,14 @@ pub trait Tier: Send + Sync {
     /// aggregator's registration of local APIServices) starts from here.
     fn start(&self, _chain: &Chain) {}
 
+    /// Resolves once discovery documents built from this tier include every group the store
+    /// defines now that this tier can know of (a split aggregator re-reads the extensions
+    /// tier's discovery when its CRD cache has Established CRDs that discovery lacks), so a
+    /// client that saw a CRD Established finds its resources. Most tiers resolve at once.
+    fn discovery_sync(&self) -> TierFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
     /// Where the OpenAPI documents come from when another process has the complete ones (a
     /// split aggregator: the extensions tier's hold the built-in kinds and every CRD).
     fn openapi_proxy(&self) -> Option<Arc<dyn Proxy>> {
@@ -285,6 +293,13 @@ impl Chain {
             .flat_map(|g| g.versions.iter().flat_map(move |v| self.resources_in(&g.name, v)))
             .filter(|r| r.serving == Serving::Stored)
             .collect()
+    }
+
+    /// Waits until every tier's discovery is current ([`Tier::discovery_sync`]).
+    pub async fn discovery_sync(&self) {
+        for tier in &self.tiers {
+            tier.discovery_sync().await;
+        }
     }
 
     /// Waits until every tier has seen what is committed up to `revision`.

@@ -295,6 +295,9 @@ pub struct Kapi {
     port: u16,
     log_path: PathBuf,
     pumps: Vec<JoinHandle<()>>,
+    /// With `KAPI_E2E_SPLIT` set: the kapi-core and kapi-extensions replicas behind this
+    /// kapi-aggregator (see [`Kapi::start_with`]).
+    behind: Vec<Kapi>,
 }
 
 impl Kapi {
@@ -304,7 +307,16 @@ impl Kapi {
     }
 
     /// Starts kapi with extra flags (for example `--watch-cache-size 8`) on a fresh data dir.
+    ///
+    /// With `KAPI_E2E_SPLIT` set in the environment the "kapi" is a split deployment: a
+    /// kapi-core and a kapi-extensions replica with these flags (but `--secure-port`), and in
+    /// front of them a kapi-aggregator with them all, which is what the test talks to; so the
+    /// same tests check that the tiers as separate services answer as the all-in-one does.
+    /// Restarts and signals reach the aggregator only.
     pub fn start_with(args: &[&str]) -> Result<Self, HarnessError> {
+        if std::env::var_os("KAPI_E2E_SPLIT").is_some() {
+            return Self::start_split(args);
+        }
         let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
         let log_path = dir.path().join("kapi.log");
         let mut kapi = Self {
@@ -315,9 +327,32 @@ impl Kapi {
             port: 0,
             log_path,
             pumps: Vec::new(),
+            behind: Vec::new(),
         };
         kapi.spawn(true)?;
         Ok(kapi)
+    }
+
+    fn start_split(args: &[&str]) -> Result<Self, HarnessError> {
+        let mut tier_args: Vec<&str> = Vec::new();
+        let mut skip = false;
+        for a in args {
+            match *a {
+                _ if skip => skip = false,
+                "--secure-port" => skip = true,
+                a if a.starts_with("--secure-port=") => {}
+                a => tier_args.push(a),
+            }
+        }
+        tier_args.extend(["--endpoint-reconciler-type", "none"]);
+        let core = Self::start_binary("kapi-core", &tier_args)?;
+        let extensions = core.start_tier("kapi-extensions", &tier_args)?;
+        let (core_url, extensions_url) = (core.url(), extensions.url());
+        let mut front_args = args.to_vec();
+        front_args.extend(["--core-url", core_url.as_str(), "--extensions-url", extensions_url.as_str()]);
+        let mut front = core.start_tier("kapi-aggregator", &front_args)?;
+        front.behind = vec![core, extensions];
+        Ok(front)
     }
 
     fn replica(&self, args: &[&str]) -> Self {
@@ -330,6 +365,7 @@ impl Kapi {
             port: 0,
             log_path: self.dir.path().join(format!("kapi-replica-{replicas}.log")),
             pumps: Vec::new(),
+            behind: Vec::new(),
         }
     }
 
@@ -355,7 +391,7 @@ impl Kapi {
     pub fn start_binary(binary: &'static str, args: &[&str]) -> Result<Self, HarnessError> {
         let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
         let log_path = dir.path().join(format!("{binary}.log"));
-        let mut kapi = Self { dir: Arc::new(dir), binary, args: args.iter().map(|s| (*s).to_owned()).collect(), child: None, port: 0, log_path, pumps: Vec::new() };
+        let mut kapi = Self { dir: Arc::new(dir), binary, args: args.iter().map(|s| (*s).to_owned()).collect(), child: None, port: 0, log_path, pumps: Vec::new(), behind: Vec::new() };
         kapi.spawn(true)?;
         Ok(kapi)
     }
@@ -372,6 +408,7 @@ impl Kapi {
             child: None,
             port: 0,
             pumps: Vec::new(),
+            behind: Vec::new(),
         };
         let mut replicas = vec![first];
         while replicas.len() < n {
@@ -551,7 +588,11 @@ impl Kapi {
 
     /// Everything the server printed so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+        let mut log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        for tier in &self.behind {
+            log.push_str(&format!("\n===== {} =====\n{}", tier.binary, tier.log()));
+        }
+        log
     }
 
     /// SIGKILL (no chance to flush or clean up) and reap the process.
