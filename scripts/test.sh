@@ -120,10 +120,13 @@ cargo clippy -p kapi --features fdb --quiet -- -D warnings
 cargo clippy -p kapi-storage --features fdb --tests --quiet -- -D warnings
 
 # Every fuzz target for a few seconds on the kept corpus (fuzz/corpus), libFuzzer on stable
-# Rust, built outside the clone: a regression in a parser fails here; the corpus replay also
-# runs below as ordinary tests (kapi-fuzz-targets). Before nextest, whose summary ends the run.
+# Rust, built outside the clone. A kept input that fails again fails the run in the corpus
+# replay below (kapi-fuzz-targets, ordinary tests); an input found new in these seconds is
+# printed (base64) for a developer to fix and keep, without making CI a lottery. Before
+# nextest, whose summary ends the run.
 log "fuzzing every target briefly (scripts/fuzz.sh)"
-FUZZ_TARGET_DIR=/var/tmp/kapi-fuzz-target scripts/fuzz.sh "${KAPI_FUZZ_SECONDS:-8}"
+FUZZ_TARGET_DIR=/var/tmp/kapi-fuzz-target scripts/fuzz.sh "${KAPI_FUZZ_SECONDS:-8}" ||
+  log "the fuzz step found new inputs (above): reproduce, fix and keep them (docs/security.md#fuzzing)"
 
 if cargo nextest --version >/dev/null 2>&1; then
   # The kubectl scenarios again against the tiers as separate services (kapi-aggregator in

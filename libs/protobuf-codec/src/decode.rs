@@ -257,6 +257,8 @@ fn empty_of(schema: &Schema, ty: Scalar) -> Value {
         Scalar::Bool => Value::Bool(false),
         Scalar::Message(id) => match schema.messages[id].special {
             Some(Special::Quantity) => Value::String("0".into()),
+            // A wrapped list (user extras' ExtraValue) is a list even when absent, as when empty.
+            Some(Special::Verbs) => Value::Array(Vec::new()),
             _ => Value::Object(Map::new()),
         },
     }
