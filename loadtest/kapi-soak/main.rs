@@ -8,7 +8,7 @@
 //! Built by the kapi-e2e package (it is the harness's soak with a command line, so it shares
 //! every process helper with the tests and adds no dependency):
 //!
-//!     cargo build --release -p kapi -p kapi-e2e --bin kapi-soak
+//!     cargo build --release -p kapi && cargo build --release -p kapi-e2e --bin kapi-soak
 //!     target/release/kapi-soak --seconds 600 --fault-interval 4
 //!
 //! The kapi binary is `KAPI_BIN`, or `kapi` next to this executable. Loopback only; every
