@@ -108,7 +108,7 @@ async fn probe(shared: &Shared, service: &ApiService, target: &ServiceRef) -> Re
     let authority = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     let path = if service.name == "v1." { format!("/api/{}", service.version) } else { format!("/apis/{}/{}", service.group, service.version) };
     let url = format!("https://{authority}{path}");
-    let transport = shared.transport_of(service)?;
+    let transport = shared.transport(service)?;
     let mut request = http::Request::get(&url);
     if let Some(headers) = request.headers_mut() {
         crate::proxy::set_identity(headers, &UserInfo::new("system:kube-aggregator", ["system:masters"]));

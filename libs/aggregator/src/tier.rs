@@ -179,7 +179,9 @@ impl Shared {
         self.generation.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn transport(&self, service: &ApiService) -> Result<Arc<Transport>, String> {
+    /// The transport of a remote APIService (shared by the APIServices with its settings; the
+    /// availability check probes through it too).
+    pub(crate) fn transport(&self, service: &ApiService) -> Result<Arc<Transport>, String> {
         let key = TransportKey::of(service).ok_or("no service reference")?;
         let mut transports = self.transports.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = transports.get(&key) {
@@ -188,11 +190,6 @@ impl Shared {
         let transport = Arc::new(Transport::new(&key, self.identity.as_ref())?);
         transports.insert(key, transport.clone());
         Ok(transport)
-    }
-
-    /// The transport of a remote APIService (the availability check probes through it).
-    pub(crate) fn transport_of(&self, service: &ApiService) -> Result<Arc<Transport>, String> {
-        self.transport(service)
     }
 
     /// Records what a discovery probe of a remote group version found (`None`: it failed, and
@@ -266,7 +263,9 @@ impl Tier for AggregatorTier {
     }
 
     fn proxy(&self, group: &str, version: &str) -> Option<Arc<dyn Proxy>> {
-        if let Some(remote) = self.shared.state().remote.get(&(group.to_owned(), version.to_owned())) {
+        // Every resource request asks: the key is built only when some APIService is remote.
+        let state = self.shared.state();
+        if let Some(remote) = (!state.remote.is_empty()).then(|| state.remote.get(&(group.to_owned(), version.to_owned()))).flatten() {
             return Some(remote.clone() as Arc<dyn Proxy>);
         }
         self.shared.split.as_ref()?.route(group).map(|b| b as Arc<dyn Proxy>)
