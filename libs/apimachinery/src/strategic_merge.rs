@@ -171,7 +171,13 @@ fn merge_map<S: PatchSchema>(mut original: Map<String, Value>, mut patch: Map<St
             }
             // A deletion list that does not fit the field changes nothing.
             (current, _) if delete_list => current,
-            (_, p) => drop_nulls(p),
+            // A value of another type replaces the current one whole: it is new, so its
+            // directives are processed as a new field's (kube would store them as sent, and
+            // its typed decoding then refuses the object).
+            (_, p) => {
+                let (sub, meta) = schema.field(&key);
+                fresh(p, &sub, &meta)?
+            }
         };
         original.insert(key, merged);
     }
@@ -561,6 +567,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out["items"], json!([{"name": "b"}, {"name": "a", "k": 1}]));
+    }
+
+    /// Found by the fuzzer: a map that replaces a string kept its `$retainKeys`.
+    #[test]
+    fn a_value_of_another_type_is_merged_as_a_new_field() {
+        let out = smp(
+            json!({"kind": "Deployment", "items": "x"}),
+            json!({"kind": {"s": {"$retainKeys": ["type"], "type": "Recreate"}}, "items": [{"name": "a", "$patch": "replace"}]}),
+        )
+        .unwrap();
+        assert_eq!(out, json!({"kind": {"s": {"type": "Recreate"}}, "items": []}));
     }
 
     #[test]
