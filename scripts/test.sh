@@ -129,9 +129,9 @@ FUZZ_TARGET_DIR=/var/tmp/kapi-fuzz-target scripts/fuzz.sh "${KAPI_FUZZ_SECONDS:-
   log "the fuzz step found new inputs (above): reproduce, fix and keep them (docs/security.md#fuzzing)"
 
 if cargo nextest --version >/dev/null 2>&1; then
-  # The kubectl scenarios again against the tiers as separate services (kapi-aggregator in
-  # front of kapi-core and kapi-extensions: the harness's KAPI_E2E_SPLIT), before the whole
-  # suite, whose summary ends the run.
+  # The kubectl scenarios again against the tiers as separate services (haproxy in front of
+  # two kapi-aggregators, in front of kapi-core and kapi-extensions, with a nats-server: the
+  # harness's KAPI_E2E_SPLIT), before the whole suite, whose summary ends the run.
   log "kubectl scenarios through a split deployment (KAPI_E2E_SPLIT)"
   KAPI_E2E_SPLIT=1 cargo nextest run -p kapi-e2e --profile ci \
     --test kubectl_flows --test rbac --test patches --test crds --test crd_apply --test discovery --test server_side_apply

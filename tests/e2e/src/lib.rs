@@ -298,6 +298,11 @@ pub struct Kapi {
     /// With `KAPI_E2E_SPLIT` set: the kapi-core and kapi-extensions replicas behind this
     /// kapi-aggregator (see [`Kapi::start_with`]).
     behind: Vec<Kapi>,
+    /// With `KAPI_E2E_SPLIT` set: haproxy in front of this kapi-aggregator and a second one
+    /// (in `behind`); clients and the admin kubeconfig go through it.
+    front: Option<Haproxy>,
+    /// With `KAPI_E2E_SPLIT` set: the nats-server the tiers share for watch fan-out.
+    nats: Option<NatsServer>,
 }
 
 impl Kapi {
@@ -309,10 +314,12 @@ impl Kapi {
     /// Starts kapi with extra flags (for example `--watch-cache-size 8`) on a fresh data dir.
     ///
     /// With `KAPI_E2E_SPLIT` set in the environment the "kapi" is a split deployment: a
-    /// kapi-core and a kapi-extensions replica with these flags (but `--secure-port`), and in
-    /// front of them a kapi-aggregator with them all, which is what the test talks to; so the
-    /// same tests check that the tiers as separate services answer as the all-in-one does.
-    /// Restarts and signals reach the aggregator only.
+    /// nats-server, a kapi-core and a kapi-extensions replica with these flags (but
+    /// `--secure-port`), in front of them two kapi-aggregators with them all, and haproxy in
+    /// front of those, which
+    /// is what the test talks to; so the same tests check that the tiers as separate services
+    /// behind a load balancer answer as the all-in-one does. Restarts and signals reach the
+    /// first aggregator only (it keeps its port, so haproxy finds it again).
     pub fn start_with(args: &[&str]) -> Result<Self, HarnessError> {
         if std::env::var_os("KAPI_E2E_SPLIT").is_some() {
             return Self::start_split(args);
@@ -328,6 +335,8 @@ impl Kapi {
             log_path,
             pumps: Vec::new(),
             behind: Vec::new(),
+            front: None,
+            nats: None,
         };
         kapi.spawn(true)?;
         Ok(kapi)
@@ -345,14 +354,50 @@ impl Kapi {
             }
         }
         tier_args.extend(["--endpoint-reconciler-type", "none"]);
+        let nats = NatsServer::start()?;
+        let nats_url = nats.url();
+        tier_args.extend(["--nats-url", nats_url.as_str()]);
         let core = Self::start_binary("kapi-core", &tier_args)?;
         let extensions = core.start_tier("kapi-extensions", &tier_args)?;
         let (core_url, extensions_url) = (core.url(), extensions.url());
         let mut front_args = args.to_vec();
-        front_args.extend(["--core-url", core_url.as_str(), "--extensions-url", extensions_url.as_str()]);
-        let mut front = core.start_tier("kapi-aggregator", &front_args)?;
-        front.behind = vec![core, extensions];
+        front_args.extend(["--nats-url", nats_url.as_str(), "--core-url", core_url.as_str(), "--extensions-url", extensions_url.as_str()]);
+        if args.iter().any(|a| *a == "--secure-port" || a.starts_with("--secure-port=")) {
+            // The test fixes the port: one aggregator, no load balancer.
+            let mut front = core.start_tier("kapi-aggregator", &front_args)?;
+            front.behind = vec![core, extensions];
+            front.nats = Some(nats);
+            return Ok(front);
+        }
+        let ports = [free_port()?, free_port()?];
+        let aggregator = |port: u16| {
+            let port = port.to_string();
+            let mut args = front_args.clone();
+            args.extend(["--secure-port", port.as_str()]);
+            core.start_tier("kapi-aggregator", &args)
+        };
+        let mut front = aggregator(ports[0])?;
+        let second = aggregator(ports[1])?;
+        let lb = Haproxy::start(&ports, &core.pki_dir().join("ca.crt"))?;
+        front.behind = vec![core, extensions, second];
+        front.front = Some(lb);
+        front.nats = Some(nats);
+        front.aim_kubeconfig_at_front()?;
+        front.wait_ready(START_TIMEOUT)?;
         Ok(front)
+    }
+
+    /// Points the admin kubeconfig, which each aggregator writes with its own address, at
+    /// haproxy.
+    fn aim_kubeconfig_at_front(&self) -> Result<(), HarnessError> {
+        let Some(lb) = &self.front else { return Ok(()) };
+        let path = self.kubeconfig();
+        let text = std::fs::read_to_string(&path).map_err(io_err(format!("reading {}", path.display())))?;
+        let ours = std::iter::once(self.port).chain(self.behind.iter().filter(|k| k.binary == "kapi-aggregator").map(|k| k.port));
+        let text = ours.fold(text, |text, port| {
+            text.replace(&format!("https://127.0.0.1:{port}\n"), &format!("https://127.0.0.1:{}\n", lb.port()))
+        });
+        std::fs::write(&path, text).map_err(io_err(format!("writing {}", path.display())))
     }
 
     fn replica(&self, args: &[&str]) -> Self {
@@ -366,6 +411,8 @@ impl Kapi {
             log_path: self.dir.path().join(format!("kapi-replica-{replicas}.log")),
             pumps: Vec::new(),
             behind: Vec::new(),
+            front: None,
+            nats: None,
         }
     }
 
@@ -391,7 +438,7 @@ impl Kapi {
     pub fn start_binary(binary: &'static str, args: &[&str]) -> Result<Self, HarnessError> {
         let dir = tempfile::Builder::new().prefix("kapi-e2e-").tempdir().map_err(io_err("creating the data dir"))?;
         let log_path = dir.path().join(format!("{binary}.log"));
-        let mut kapi = Self { dir: Arc::new(dir), binary, args: args.iter().map(|s| (*s).to_owned()).collect(), child: None, port: 0, log_path, pumps: Vec::new(), behind: Vec::new() };
+        let mut kapi = Self { dir: Arc::new(dir), binary, args: args.iter().map(|s| (*s).to_owned()).collect(), child: None, port: 0, log_path, pumps: Vec::new(), behind: Vec::new(), front: None, nats: None };
         kapi.spawn(true)?;
         Ok(kapi)
     }
@@ -409,6 +456,8 @@ impl Kapi {
             port: 0,
             pumps: Vec::new(),
             behind: Vec::new(),
+            front: None,
+            nats: None,
         };
         let mut replicas = vec![first];
         while replicas.len() < n {
@@ -447,9 +496,14 @@ impl Kapi {
 
     /// Waits (bounded) until `/readyz` answers 200.
     pub fn wait_ready(&self, timeout: Duration) -> Result<(), HarnessError> {
+        self.wait_ready_at(&self.endpoint(), timeout)
+    }
+
+    /// Waits (bounded) until `/readyz` at `endpoint` answers 200.
+    fn wait_ready_at(&self, endpoint: &Endpoint, timeout: Duration) -> Result<(), HarnessError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let last = match self.try_request(&Request::get("/readyz").accept("*/*")) {
+            let last = match endpoint.try_request(&Request::get("/readyz").accept("*/*")) {
                 Ok(r) if r.status == 200 => return Ok(()),
                 Ok(r) => format!("{}: {}", r.status, r.raw),
                 Err(e) => e.to_string(),
@@ -468,7 +522,8 @@ impl Kapi {
 
     fn spawn(&mut self, wait_ready: bool) -> Result<(), HarnessError> {
         let ready_rx = self.launch()?;
-        self.await_start(ready_rx, wait_ready)
+        self.await_start(ready_rx, wait_ready)?;
+        self.aim_kubeconfig_at_front()
     }
 
     /// Starts the process; its stdout lines arrive on the returned channel.
@@ -527,7 +582,9 @@ impl Kapi {
                         self.port = port;
                         if wait_ready {
                             let left = deadline.saturating_duration_since(Instant::now());
-                            if let Err(e) = self.wait_ready(left) {
+                            // This process, not the load balancer in front of it.
+                            let own = Endpoint { url: format!("https://127.0.0.1:{port}"), ..self.endpoint() };
+                            if let Err(e) = self.wait_ready_at(&own, left) {
                                 self.kill9();
                                 return Err(e);
                             }
@@ -564,12 +621,13 @@ impl Kapi {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Where clients connect: the server's port, or haproxy's in front of a split deployment.
     pub fn port(&self) -> u16 {
-        self.port
+        self.front.as_ref().map_or(self.port, Haproxy::port)
     }
 
     pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!("https://127.0.0.1:{}", self.port())
     }
 
     pub fn kubeconfig(&self) -> PathBuf {
