@@ -38,7 +38,7 @@ use tempfile::TempDir;
 
 pub use haproxy::Haproxy;
 pub use kubelet::{FakeKubelet, KUBELET_CLIENT_CN};
-pub use nats::{free_port, NatsServer};
+pub use nats::{free_port, NatsServer, NatsTap};
 pub use process::{run_with_timeout, Connections, OutputExt, Streaming};
 pub use admission_webhook::AdmissionWebhook;
 pub use auth_webhook::AuthWebhook;

@@ -60,6 +60,43 @@ impl NatsServer {
         self.spawn()
     }
 
+    /// The JetStream storage directory (`-sd`): what nats-server wrote to disk.
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.path().join("jetstream")
+    }
+
+    /// Subscribes to every subject (`>`) over NATS's text protocol and records the raw bytes
+    /// the server sends until the returned tap is stopped: what any client of this NATS could
+    /// read of kapi's traffic.
+    pub fn tap(&self) -> Result<NatsTap, HarnessError> {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.port)).map_err(io_err("connecting to nats-server"))?;
+        conn.write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true}\r\nSUB > 1\r\nPING\r\n")
+            .map_err(io_err("subscribing to >"))?;
+        conn.set_read_timeout(Some(Duration::from_millis(100))).map_err(io_err("setting a read timeout"))?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stopped, mut reader) = (stop.clone(), conn.try_clone().map_err(io_err("cloning the NATS connection"))?);
+        let thread = std::thread::spawn(move || {
+            let (mut seen, mut buf) = (Vec::new(), [0u8; 16384]);
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        seen.extend_from_slice(&buf[..n]);
+                        // The server's keep-alive: answered so the subscription stays.
+                        if seen.ends_with(b"PING\r\n") {
+                            let _ = reader.write_all(b"PONG\r\n");
+                        }
+                    }
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    Err(_) => break,
+                }
+            }
+            seen
+        });
+        Ok(NatsTap { stop, thread: Some(thread), _conn: conn })
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("nats.log")
     }
@@ -90,6 +127,21 @@ impl NatsServer {
         }
         self.kill();
         Err(HarnessError::StartTimeout { timeout: START_TIMEOUT, log: std::fs::read_to_string(self.log_path()).unwrap_or_default() })
+    }
+}
+
+/// A subscription to every subject, recording what arrives (see [`NatsServer::tap`]).
+pub struct NatsTap {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<u8>>>,
+    _conn: std::net::TcpStream,
+}
+
+impl NatsTap {
+    /// Stops recording; every byte the server sent, protocol lines included.
+    pub fn stop(mut self) -> Vec<u8> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
     }
 }
 
