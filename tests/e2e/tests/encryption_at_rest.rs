@@ -200,3 +200,31 @@ fn base64_of(text: &str) -> String {
     }
     out
 }
+
+/// secretbox and aesgcm seal as aescbc does: values read back intact, the data directory holds
+/// the provider's prefix and no value, plain or base64.
+#[test]
+fn secretbox_and_aesgcm_seal_too() {
+    for provider in ["secretbox", "aesgcm"] {
+        let config_dir = tempfile::tempdir().expect("tempdir");
+        let config = config_dir.path().join("encryption.yaml");
+        write_config(&config, &format!("  - {provider}: {{keys: [{{name: key1, secret: {KEY1}}}]}}\n  - identity: {{}}\n"));
+        let kapi = Kapi::start_with(&["--encryption-provider-config", config.to_str().expect("utf-8 path")]).expect("start kapi");
+        for i in 0..3 {
+            let r = kapi.request(&Request::new("POST", SECRETS).json(&secret(&format!("s{i}"), &format!("{provider}-VALUE-{i}"))));
+            assert_eq!(r.status, 201, "{provider}: {}", r.raw);
+        }
+        let list = kapi.get_json(SECRETS);
+        let items = list["items"].as_array().expect("items");
+        assert_eq!(items.len(), 3, "{provider}: {list}");
+        for (i, item) in items.iter().enumerate() {
+            assert_eq!(item["data"]["token"], base64_of(&format!("{provider}-VALUE-{i}")), "{provider}: {item}");
+        }
+        let bytes = data_bytes(&kapi.data_dir());
+        assert!(contains(&bytes, &format!("k8s:enc:{provider}:v1:key1:")), "{provider}: the provider's prefix is stored");
+        for i in 0..3 {
+            let plain = format!("{provider}-VALUE-{i}");
+            assert!(!contains(&bytes, &plain) && !contains(&bytes, &base64_of(&plain)), "{provider}: s{i} stored in plaintext");
+        }
+    }
+}
