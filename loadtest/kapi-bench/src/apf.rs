@@ -22,11 +22,13 @@ use crate::{check, drive, Kapi};
 const NAMESPACE: &str = "apf";
 const CMS: &str = "/api/v1/namespaces/apf/configmaps";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
-const LEASE: &str = "kube-controller-manager";
+/// kube-scheduler's Lease: kapi's own controllers hold `kube-controller-manager`'s (and renew
+/// it every 2 s, which made this client's PUTs conflict), and kapi runs no scheduler.
+const LEASE: &str = "kube-scheduler";
 const FLOODER: &str = "apf-flooder";
 const NEIGHBOUR: &str = "apf-neighbour";
 /// Classified to `leader-election` by kube's suggested FlowSchema `system-leader-election`.
-const LEADER: &str = "system:kube-controller-manager";
+const LEADER: &str = "system:kube-scheduler";
 /// The one ConfigMap the neighbour and the masters client read (and the neighbour updates).
 const TARGET_CM: &str = "neighbour";
 /// A request of the neighbours that takes longer than this counts as an error.
@@ -80,6 +82,8 @@ struct Neighbours {
     first_error: Option<String>,
     renewals: Samples,
     renewal_errors: usize,
+    /// The first failed renewal's error.
+    renewal_error: Option<String>,
     masters: Samples,
     masters_errors: usize,
 }
@@ -297,14 +301,14 @@ async fn neighbour(target: Target, every: Duration, end: Instant, phase: &'stati
     (Samples::with(gets, elapsed), Samples::with(writes, elapsed), errors, first)
 }
 
-/// Runs `step` every `every` until `end`: the latencies of the steps that succeeded, and how
-/// many failed.
-async fn periodic<F, Fut>(every: Duration, end: Instant, mut step: F) -> (Samples, usize)
+/// Runs `step` every `every` until `end`: the latencies of the steps that succeeded, how many
+/// failed, and the first failure.
+async fn periodic<F, Fut>(every: Duration, end: Instant, mut step: F) -> (Samples, usize, Option<String>)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
-    let (mut lat, mut errors) = (Vec::new(), 0);
+    let (mut lat, mut errors, mut first) = (Vec::new(), 0, None);
     let mut tick = ticker(every);
     let started = Instant::now();
     loop {
@@ -315,15 +319,18 @@ where
         let t = Instant::now();
         match step().await {
             Ok(()) => lat.push(t.elapsed()),
-            Err(_) => errors += 1,
+            Err(e) => {
+                errors += 1;
+                first.get_or_insert(e);
+            }
         }
     }
-    (Samples::with(lat, started.elapsed()), errors)
+    (Samples::with(lat, started.elapsed()), errors, first)
 }
 
 /// The leader-election client: every `every`, GET the Lease and PUT it back renewed (as
 /// client-go's leader election does); the latency of a renewal is both requests.
-async fn leader(target: Target, every: Duration, end: Instant) -> (Samples, usize) {
+async fn leader(target: Target, every: Duration, end: Instant) -> (Samples, usize, Option<String>) {
     let conn = tokio::sync::Mutex::new(None);
     let path = format!("{LEASES}/{LEASE}");
     periodic(every, end, || async {
@@ -337,7 +344,7 @@ async fn leader(target: Target, every: Duration, end: Instant) -> (Samples, usiz
 }
 
 /// The `system:masters` client: occasional GETs.
-async fn masters(target: Target, every: Duration, end: Instant) -> (Samples, usize) {
+async fn masters(target: Target, every: Duration, end: Instant) -> (Samples, usize, Option<String>) {
     let conn = tokio::sync::Mutex::new(None);
     let path = format!("{CMS}/{TARGET_CM}");
     periodic(every, end, || async {
@@ -353,9 +360,9 @@ async fn neighbours(kapi: &Kapi, plan: &Plan, duration: Duration, phase: &'stati
     let l = tokio::spawn(leader(kapi.target_for(LEADER, &[])?, plan.lease_every, end));
     let m = tokio::spawn(masters(kapi.target.clone(), plan.masters_every, end));
     let (gets, writes, errors, first_error) = b.await.map_err(|e| e.to_string())?;
-    let (renewals, renewal_errors) = l.await.map_err(|e| e.to_string())?;
-    let (masters, masters_errors) = m.await.map_err(|e| e.to_string())?;
-    Ok(Neighbours { gets, writes, errors, first_error, renewals, renewal_errors, masters, masters_errors })
+    let (renewals, renewal_errors, renewal_error) = l.await.map_err(|e| e.to_string())?;
+    let (masters, masters_errors, _) = m.await.map_err(|e| e.to_string())?;
+    Ok(Neighbours { gets, writes, errors, first_error, renewals, renewal_errors, renewal_error, masters, masters_errors })
 }
 
 /// One full LIST, its body read and dropped frame by frame.
@@ -539,7 +546,10 @@ fn report(plan: &Plan, off: &ModeResult, on: &ModeResult) -> String {
     row("user B write p99, flood / baseline", &|m| ratio(&m.flood.writes, &m.baseline.writes));
     row("user B requests during the flood (GETs + writes)", &|m| format!("{} + {}", m.flood.gets.count(), m.flood.writes.count()));
     row("user B errors, baseline / flood", &|m| format!("{} / {}", m.baseline.errors, m.flood.errors));
-    row("Lease renewals during the flood (ok / failed)", &|m| format!("{} / {}", m.flood.renewals.count(), m.flood.renewal_errors));
+    row("Lease renewals during the flood (ok / failed)", &|m| match &m.flood.renewal_error {
+        Some(e) => format!("{} / {} (first: {})", m.flood.renewals.count(), m.flood.renewal_errors, e.replace('|', "/")),
+        None => format!("{} / {}", m.flood.renewals.count(), m.flood.renewal_errors),
+    });
     row("Lease renewal p50 / max, no flood", &|m| format!("{} / {}", ms(m.baseline.renewals.percentile(0.5)), ms(m.baseline.renewals.percentile(1.0))));
     row("Lease renewal p50 / max, during the flood", &|m| format!("{} / {}", ms(m.flood.renewals.percentile(0.5)), ms(m.flood.renewals.percentile(1.0))));
     row("user A (flood): LISTs completed", &|m| format!("{} ({:.1}/s, {:.0} MiB)", m.lists, m.lists as f64 / m.flood_secs, m.flood_bytes as f64 / (1024.0 * 1024.0)));
