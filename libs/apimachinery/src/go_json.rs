@@ -52,6 +52,13 @@ enum Stop {
 }
 use Stop::{Invalid, UnexpectedEnd};
 
+/// A container the scanner is inside of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Container {
+    Object,
+    Array,
+}
+
 struct Scanner<'a> {
     data: &'a [u8],
     pos: usize,
@@ -74,72 +81,70 @@ impl Scanner<'_> {
         }
     }
 
-    /// One value after optional whitespace. Nesting is bounded by Go's own limit (10000).
+    /// One value after optional whitespace. Nesting is bounded by Go's own limit (10000), and
+    /// followed with a stack of open containers rather than recursion: a worker thread's stack
+    /// does not hold ten thousand frames of a debug build.
     fn value(&mut self) -> Result<(), Stop> {
-        self.value_at(0)
+        let mut open: Vec<Container> = Vec::new();
+        'value: loop {
+            self.skip_space();
+            match self.next()? {
+                c @ (b'{' | b'[') => {
+                    self.depth_check(open.len() + 1)?;
+                    self.skip_space();
+                    let (container, close) = if c == b'{' { (Container::Object, b'}') } else { (Container::Array, b']') };
+                    if self.peek() == Some(close) {
+                        self.pos += 1;
+                    } else {
+                        if container == Container::Object {
+                            self.object_key()?;
+                        }
+                        open.push(container);
+                        continue 'value;
+                    }
+                }
+                b'"' => self.string()?,
+                b'-' => match self.next()? {
+                    c @ b'0'..=b'9' => self.number(c)?,
+                    c => return Err(Invalid(c, "in numeric literal")),
+                },
+                c @ b'0'..=b'9' => self.number(c)?,
+                b't' => self.literal(b"rue", "true")?,
+                b'f' => self.literal(b"alse", "false")?,
+                b'n' => self.literal(b"ull", "null")?,
+                c => return Err(Invalid(c, "looking for beginning of value")),
+            }
+            // A value ended: what follows it in each container it closes.
+            while let Some(&container) = open.last() {
+                self.skip_space();
+                match (container, self.next()?) {
+                    (Container::Object, b',') => {
+                        self.object_key()?;
+                        continue 'value;
+                    }
+                    (Container::Array, b',') => continue 'value,
+                    (Container::Object, b'}') | (Container::Array, b']') => {
+                        open.pop();
+                    }
+                    (Container::Object, c) => return Err(Invalid(c, "after object key:value pair")),
+                    (Container::Array, c) => return Err(Invalid(c, "after array element")),
+                }
+            }
+            return Ok(());
+        }
     }
 
-    fn value_at(&mut self, depth: usize) -> Result<(), Stop> {
+    /// An object member's key and its colon.
+    fn object_key(&mut self) -> Result<(), Stop> {
         self.skip_space();
         match self.next()? {
-            b'{' => self.object(depth + 1),
-            b'[' => self.array(depth + 1),
-            b'"' => self.string(),
-            b'-' => match self.next()? {
-                c @ b'0'..=b'9' => self.number(c),
-                c => Err(Invalid(c, "in numeric literal")),
-            },
-            c @ b'0'..=b'9' => self.number(c),
-            b't' => self.literal(b"rue", "true"),
-            b'f' => self.literal(b"alse", "false"),
-            b'n' => self.literal(b"ull", "null"),
-            c => Err(Invalid(c, "looking for beginning of value")),
+            b'"' => self.string()?,
+            c => return Err(Invalid(c, "looking for beginning of object key string")),
         }
-    }
-
-    fn object(&mut self, depth: usize) -> Result<(), Stop> {
-        self.depth_check(depth)?;
         self.skip_space();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(());
-        }
-        loop {
-            self.skip_space();
-            match self.next()? {
-                b'"' => self.string()?,
-                c => return Err(Invalid(c, "looking for beginning of object key string")),
-            }
-            self.skip_space();
-            match self.next()? {
-                b':' => {}
-                c => return Err(Invalid(c, "after object key")),
-            }
-            self.value_at(depth)?;
-            self.skip_space();
-            match self.next()? {
-                b',' => {}
-                b'}' => return Ok(()),
-                c => return Err(Invalid(c, "after object key:value pair")),
-            }
-        }
-    }
-
-    fn array(&mut self, depth: usize) -> Result<(), Stop> {
-        self.depth_check(depth)?;
-        self.skip_space();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(());
-        }
-        loop {
-            self.value_at(depth)?;
-            self.skip_space();
-            match self.next()? {
-                b',' => {}
-                b']' => return Ok(()),
-                c => return Err(Invalid(c, "after array element")),
-            }
+        match self.next()? {
+            b':' => Ok(()),
+            c => Err(Invalid(c, "after object key")),
         }
     }
 
@@ -357,6 +362,22 @@ mod tests {
         assert_eq!(err(r#""\u12g4""#), r"invalid character 'g' in \u hexadecimal character escape");
         assert_eq!(err("'a'"), r"invalid character '\'' looking for beginning of value");
         assert_eq!(err("\x00"), r"invalid character '\x00' looking for beginning of value");
+        assert_eq!(err(r#"{"a":{},"b":[[],{}],"c":[1,{"d":[]}]}"#), "valid");
+        assert_eq!(err(r#"{"a":1,"b"}"#), "invalid character '}' after object key");
+        assert_eq!(err("[[1],[2}"), "invalid character '}' after array element");
+    }
+
+    #[test]
+    fn nesting_is_bounded_by_go_s_limit_without_recursion() {
+        // On the test thread's 2 MiB stack, which ten thousand recursive frames overflowed.
+        let nested = |open: &str, close: &str, depth: usize| format!("{}{}", open.repeat(depth), close.repeat(depth));
+        assert_eq!(err(&nested("[", "]", 10_000)), "valid");
+        assert_eq!(err(&nested(r#"{"a":"#, "}", 9_999).replace(r#"{"a":}"#, r#"{"a":{}}"#)), "valid");
+        assert_eq!(err(&nested("[", "]", 10_001)), "invalid character '[' exceeded max depth");
+        assert_eq!(err(&nested("[", "]", 100_000)), "invalid character '[' exceeded max depth");
+        assert_eq!(err(&nested(r#"{"a":"#, "}", 100_000)), "invalid character '{' exceeded max depth");
+        assert_eq!(err(&format!("{}{{}}{}", "[".repeat(9_999), "]".repeat(9_999))), "valid");
+        assert_eq!(err(&format!("{}{{}}{}", "[".repeat(10_000), "]".repeat(10_000))), "invalid character '{' exceeded max depth");
     }
 
     #[test]
