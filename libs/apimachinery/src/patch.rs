@@ -14,6 +14,17 @@ use crate::status::{ApiError, StatusReason};
 /// kube-apiserver's cap on the operations of one JSON patch.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
+/// How much the `copy` operations of one JSON patch may add, in bytes of JSON: kube gives
+/// evanphx/json-patch its `--max-request-body-bytes` (3 MiB) as `AccumulatedCopySizeLimit`, so
+/// a patch whose copies double a document over and over fails instead of filling the memory.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How deep a JSON patch may nest the document. kube refuses (422) a patched object nested
+/// deeper than Go's JSON decoder reads (10000 levels); kapi stops at 1000, deeper than any body
+/// it decodes (serde_json reads 128 levels), because every later step (validation, encoding,
+/// dropping the value) recurses once per level on a worker thread's stack.
+pub const MAX_JSON_PATCH_DEPTH: usize = 1_000;
+
 fn not_applicable() -> ApiError {
     ApiError {
         details: Some(Box::default()),
@@ -63,13 +74,123 @@ pub fn apply_json_patch(doc: &Value, patch: &[u8]) -> Result<Value, ApiError> {
     // One operation at a time on a copy: the same result as applying the list, with room for
     // kube's one departure from RFC 6902 below; `doc` stays untouched on failure.
     let mut out = doc.clone();
+    let mut guard = Growth::new(&out);
     for op in &ops {
         if tests_null_on_absent_member(&out, op) {
             continue;
         }
+        guard.admit(&out, op)?;
         json_patch::patch(&mut out, std::slice::from_ref(op)).map_err(|_| not_applicable())?;
     }
     Ok(out)
+}
+
+/// What a JSON patch has made the document grow by so far: the bytes its copies added, and a
+/// bound on the document's depth (exact for `add` and `replace`; a `move` or `copy` is first
+/// taken to carry the deepest value its source could hold, and measured when that bound passes
+/// the limit). Checked before each operation, so that a copy of a huge or deep value is refused
+/// before it is made.
+struct Growth {
+    copied: usize,
+    depth: usize,
+    /// How many times the depth was measured: a few per patch, so that a patch hovering at the
+    /// limit cannot make every operation walk the whole document.
+    measured: usize,
+}
+
+impl Growth {
+    fn new(doc: &Value) -> Self {
+        Growth { copied: 0, depth: depth(doc), measured: 0 }
+    }
+
+    fn admit(&mut self, doc: &Value, op: &PatchOperation) -> Result<(), ApiError> {
+        let tokens = |p: &json_patch::jsonptr::Pointer| p.tokens().count();
+        let (placed, source) = match op {
+            PatchOperation::Add(add) => (tokens(&add.path) + depth(&add.value), None),
+            PatchOperation::Replace(replace) => (tokens(&replace.path) + depth(&replace.value), None),
+            PatchOperation::Move(mv) => (tokens(&mv.path) + self.depth.saturating_sub(tokens(&mv.from)), Some((&mv.from, &mv.path))),
+            PatchOperation::Copy(copy) => {
+                // A missing source fails in the patch library, with its 422.
+                if let Some(value) = doc.pointer(copy.from.as_str()) {
+                    let room = MAX_JSON_PATCH_COPY_BYTES.saturating_sub(self.copied) + 1;
+                    self.copied += json_size(value, room);
+                    if self.copied > MAX_JSON_PATCH_COPY_BYTES {
+                        return Err(ApiError::new(
+                            422,
+                            StatusReason::Invalid,
+                            format!(
+                                "Unable to complete the copy, the accumulated size increase of copy is {}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}",
+                                self.copied
+                            ),
+                        ));
+                    }
+                }
+                (tokens(&copy.path) + self.depth.saturating_sub(tokens(&copy.from)), Some((&copy.from, &copy.path)))
+            }
+            PatchOperation::Remove(_) | PatchOperation::Test(_) => (0, None),
+        };
+        self.depth = self.depth.max(placed);
+        if self.depth > MAX_JSON_PATCH_DEPTH && self.measured < 8 {
+            self.measured += 1;
+            let moved = source.map_or(0, |(from, path)| tokens(path) + doc.pointer(from.as_str()).map_or(0, depth));
+            self.depth = depth(doc).max(moved).max(if source.is_none() { placed } else { 0 });
+        }
+        if self.depth > MAX_JSON_PATCH_DEPTH {
+            return Err(ApiError::new(
+                422,
+                StatusReason::Invalid,
+                format!("the JSON patch nests the object deeper than {MAX_JSON_PATCH_DEPTH} levels"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The nesting depth of `value` (a scalar: 0, `{}` or `[]`: 1), without recursion.
+pub fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(map.values().map(|c| (c, d + 1)));
+            }
+            Value::Array(items) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(items.iter().map(|c| (c, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// About the size of `value` as compact JSON (strings and keys counted without escapes),
+/// without recursion; counting stops once past `cap`.
+fn json_size(value: &Value, cap: usize) -> usize {
+    let mut size = 0;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        size += match v {
+            Value::Null => 4,
+            Value::Bool(b) => if *b { 4 } else { 5 },
+            Value::Number(n) => n.to_string().len(),
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items.iter());
+                2 + items.len().saturating_sub(1)
+            }
+            Value::Object(map) => {
+                stack.extend(map.values());
+                2 + map.keys().map(|k| k.len() + 3).sum::<usize>() + map.len().saturating_sub(1)
+            }
+        };
+        if size > cap {
+            break;
+        }
+    }
+    size
 }
 
 /// kube applies JSON patches with evanphx/json-patch v4, whose `test` of `null` passes when the
@@ -228,5 +349,44 @@ mod tests {
         );
         assert_eq!(code(many.as_bytes()), Some(413));
         assert_eq!(apply_json_patch(&pod(), b"[]").ok(), Some(pod()));
+    }
+
+    #[test]
+    fn json_patch_copies_are_bounded_as_kube_bounds_them() {
+        // Each copy doubles /spec: 40 of them would make 2^40 copies of a kilobyte.
+        let mut ops = vec![json!({"op": "add", "path": "/spec/x", "value": "y".repeat(1024)})];
+        ops.extend((0..40).map(|i| json!({"op": "copy", "from": "/spec", "path": format!("/spec/c{i}")})));
+        let e = apply_json_patch(&pod(), json!(ops).to_string().as_bytes()).expect_err("a copy bomb");
+        assert_eq!((e.code, e.reason), (422, StatusReason::Invalid));
+        assert!(e.message.starts_with("Unable to complete the copy, the accumulated size increase of copy is "), "{}", e.message);
+        assert!(e.message.ends_with(", exceeding the limit 3145728"), "{}", e.message);
+        // Copies within the limit apply.
+        let out = apply_json_patch(&pod(), br#"[{"op":"copy","from":"/metadata/labels","path":"/spec/labels"}]"#).expect("a small copy");
+        assert_eq!(out["spec"]["labels"], json!({"app": "web", "tier": "fe"}));
+    }
+
+    #[test]
+    fn json_patch_cannot_nest_past_the_depth_limit() {
+        // Each triple nests /spec/x 121 levels deeper (a 120-deep value added beside it, x moved
+        // to its bottom, the value moved back); 830 of them would nest it 100,000 deep.
+        let value: Value = serde_json::from_str(&format!("{}{{}}{}", r#"{"a":"#.repeat(119), "}".repeat(119))).expect("value");
+        let down = "/a".repeat(120);
+        let mut ops = vec![json!({"op": "add", "path": "/spec/x", "value": {}})];
+        for _ in 0..830 {
+            ops.push(json!({"op": "add", "path": "/spec/t", "value": value}));
+            ops.push(json!({"op": "move", "from": "/spec/x", "path": format!("/spec/t{down}")}));
+            ops.push(json!({"op": "move", "from": "/spec/t", "path": "/spec/x"}));
+        }
+        let e = apply_json_patch(&pod(), json!(ops).to_string().as_bytes()).expect_err("too deep");
+        assert_eq!((e.code, e.reason), (422, StatusReason::Invalid));
+        assert_eq!(e.message, "the JSON patch nests the object deeper than 1000 levels");
+        // Eight triples (963 levels) apply, and the document is as deep as said.
+        let out = apply_json_patch(&pod(), json!(ops[..25]).to_string().as_bytes()).expect("963 levels");
+        assert_eq!(depth(&out), 3 + 8 * 120);
+        // A copy of that deep value further down is refused before it is made.
+        let e = apply_json_patch(&out, format!(r#"[{{"op":"copy","from":"/spec/x","path":"/spec/x{}/c"}}]"#, "/a".repeat(119)).as_bytes());
+        assert_eq!(e.map(|_| ()).map_err(|e| e.message), Err("the JSON patch nests the object deeper than 1000 levels".to_owned()));
+        assert_eq!(depth(&json!({"a": [1, {"b": {}}]})), 4);
+        assert_eq!(depth(&json!(3)), 0);
     }
 }
