@@ -176,7 +176,7 @@ pub fn decode_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, Api
         "application/yaml" | "application/x-yaml" | "text/yaml" => {
             let text = std::str::from_utf8(body)
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?;
-            serde_saphyr::from_str::<Value>(text)
+            bounded_yaml::from_str(text, bounded_yaml::limit(body.len()))
                 .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
         }
         other => {
@@ -190,6 +190,142 @@ pub fn decode_body(content_type: Option<&str>, body: &[u8]) -> Result<Value, Api
         ));
     }
     Ok(value)
+}
+
+/// YAML bodies read into JSON values no larger than a bound: aliases let a small document
+/// stand for a huge one (the "billion laughs": nine aliases of nine aliases of ...; or a long
+/// string aliased a few thousand times), and each alias becomes a copy in the value. kube's YAML
+/// library counts aliases against the nodes they expand to (`document contains excessive
+/// aliasing`); kapi counts what the value would hold and stops there, before it is built.
+mod bounded_yaml {
+    use std::cell::Cell;
+    use std::fmt;
+
+    use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+    use serde_json::{Map, Number, Value};
+
+    /// What a document may expand to, in bytes of scalars and keys plus one per node: four
+    /// times its own size (a document without aliases holds less than its size), and at
+    /// least 64 KiB.
+    pub(super) fn limit(body_len: usize) -> usize {
+        body_len.saturating_mul(4).max(64 * 1024)
+    }
+
+    thread_local! {
+        /// What the document being decoded on this thread may still add.
+        static LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+
+    /// [`serde_saphyr::from_str`] into a JSON value of at most `limit` (see [`limit`]).
+    pub(super) fn from_str(text: &str, limit: usize) -> Result<Value, serde_saphyr::Error> {
+        LEFT.with(|left| left.set(limit));
+        let value = serde_saphyr::from_str::<Bounded>(text);
+        LEFT.with(|left| left.set(usize::MAX));
+        value.map(|b| b.0)
+    }
+
+    fn charge<E: de::Error>(bytes: usize) -> Result<(), E> {
+        LEFT.with(|left| match left.get().checked_sub(bytes) {
+            Some(rest) => {
+                left.set(rest);
+                Ok(())
+            }
+            None => Err(E::custom("the document expands (through its aliases) to more than four times its size")),
+        })
+    }
+
+    /// A JSON value built as serde_json's own visitor builds it, charged as it grows.
+    struct Bounded(Value);
+
+    impl<'de> Deserialize<'de> for Bounded {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_any(BoundedVisitor).map(Bounded)
+        }
+    }
+
+    struct BoundedVisitor;
+
+    impl<'de> Visitor<'de> for BoundedVisitor {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any valid JSON value")
+        }
+
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+            charge(1)?;
+            Ok(Value::Bool(v))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+            charge(1)?;
+            Ok(Value::Number(v.into()))
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+            charge(1)?;
+            Ok(Value::Number(v.into()))
+        }
+
+        fn visit_i128<E: de::Error>(self, v: i128) -> Result<Value, E> {
+            charge(1)?;
+            Number::deserialize(de::value::I128Deserializer::new(v)).map(Value::Number)
+        }
+
+        fn visit_u128<E: de::Error>(self, v: u128) -> Result<Value, E> {
+            charge(1)?;
+            Number::deserialize(de::value::U128Deserializer::new(v)).map(Value::Number)
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+            charge(1)?;
+            Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+            charge(v.len() + 1)?;
+            Ok(Value::String(v.to_owned()))
+        }
+
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+            charge(v.len() + 1)?;
+            Ok(Value::String(v))
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+            charge(1)?;
+            Ok(Value::Null)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+            charge(1)?;
+            Ok(Value::Null)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+            Bounded::deserialize(deserializer).map(|b| b.0)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            charge(1)?;
+            let mut items = Vec::new();
+            while let Some(Bounded(item)) = seq.next_element()? {
+                items.push(item);
+            }
+            Ok(Value::Array(items))
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            charge(1)?;
+            let mut members = Map::new();
+            while let Some(key) = map.next_key::<String>()? {
+                charge(key.len() + 1)?;
+                let Bounded(value) = map.next_value()?;
+                members.insert(key, value);
+            }
+            Ok(Value::Object(members))
+        }
+    }
 }
 
 /// The essence (`type/subtype`) of a Content-Type header, lowercased.
@@ -241,6 +377,55 @@ mod tests {
             "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
         );
         assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf;stream=watch"), Negotiable::Watch, true).unwrap(), Output::PROTOBUF);
+    }
+
+    #[test]
+    fn yaml_alias_bombs_are_refused_before_they_expand() {
+        let laughs = {
+            let mut y = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: laughs\nlol:\n  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+            for (prev, name) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().zip(["b", "c", "d", "e", "f", "g", "h", "i"]) {
+                y.push_str(&format!("  {name}: &{name} [{}]\n", vec![format!("*{prev}"); 9].join(",")));
+            }
+            y
+        };
+        let big_scalar = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\ndata:\n  a: &a \"{}\"\n  b: [{}]\n", "x".repeat(64 * 1024), vec!["*a"; 64].join(","));
+        for bomb in [laughs, big_scalar] {
+            let e = decode_body(Some("application/yaml"), bomb.as_bytes()).expect_err("a bomb");
+            assert_eq!(e.code, 400);
+            assert!(e.message.starts_with("error converting YAML to JSON: "), "{}", e.message);
+            assert!(e.message.contains("expands (through its aliases) to more than four times its size"), "{}", e.message);
+        }
+        // Aliases that stay within the bound are read as before, numbers and nulls included.
+        let ok = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: &n ok\n  labels: &l {app: *n, tier: x}\n  annotations: *l\ndata: {a: '1', b: 2, c: 1.5, d: ~, e: true, f: 18446744073709551615}\n";
+        let v = decode_body(Some("application/yaml"), ok.as_bytes()).expect("aliases within the bound");
+        assert_eq!(v["metadata"]["annotations"], serde_json::json!({"app": "ok", "tier": "x"}));
+        let plain: Value = serde_saphyr::from_str(ok).expect("plain");
+        assert_eq!(v, plain);
+    }
+
+    #[test]
+    fn deep_yaml_is_refused_without_overflowing_a_worker_stack() {
+        // A 2 MiB thread (tokio's default worker stack; kapi's workers have 8 MiB, since the
+        // futures a request is decoded under take their share): a debug build needs 1 to 2 MiB
+        // to refuse these.
+        let worker = std::thread::Builder::new().stack_size(2 << 20);
+        let answers = worker
+            .spawn(|| {
+                let bodies = [
+                    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\ndata: {}{}\n", "[".repeat(100_000), "]".repeat(100_000)),
+                    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\ndata:\n  {}x\n", "- ".repeat(100_000)),
+                    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\ndata: {}{}\n", "{a: ".repeat(100_000), "}".repeat(100_000)),
+                ];
+                bodies.iter().map(|b| decode_body(Some("application/yaml"), b.as_bytes()).map(|_| ()).map_err(|e| (e.code, e.message))).collect::<Vec<_>>()
+            })
+            .expect("thread")
+            .join()
+            .expect("no overflow");
+        for answer in answers {
+            let (code, message) = answer.expect_err("too deep");
+            assert_eq!(code, 400, "{message}");
+            assert!(message.starts_with("error converting YAML to JSON: "), "{message}");
+        }
     }
 
     #[test]
