@@ -151,15 +151,33 @@ pub struct ServeConfig {
 /// since its rapid-reset fix (250 before), the Go HTTP/2 client's own default.
 pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
 
+/// kube-apiserver's `MaxHeaderBytes` (1 MiB). Go's HTTP/1.1 server reads a request's head up to
+/// that plus 4096 bytes before it answers 431; its HTTP/2 server advertises that plus 320 bytes
+/// (ten headers' worth of HTTP/2's 32-byte overhead per field) as `SETTINGS_MAX_HEADER_LIST_SIZE`.
+pub const MAX_HEADER_BYTES: usize = 1 << 20;
+/// The most a request's HTTP/1.1 head may take: hyper answers 431 once it has read that much
+/// without the head's end (it checks after each read, so a head arriving in large reads may
+/// pass with up to twice that; Go's bound is exact).
+const MAX_HTTP1_HEAD_BYTES: usize = MAX_HEADER_BYTES + 4096;
+/// The largest HTTP/2 header list (HPACK-decoded sizes plus 32 bytes per field) a request may
+/// send (h2 answers 431 past it, and ends a connection whose header block grows beyond it).
+const MAX_HTTP2_HEADER_LIST_BYTES: u32 = (MAX_HEADER_BYTES + 10 * 32) as u32;
+
 /// The HTTP/1.1 and HTTP/2 connection settings. hyper runs one HTTP/1.1 timer from the end of
 /// an answer to the end of the next request's head, so `connection_idle_timeout` is both kube's
 /// keep-alive idle limit (90 s) and the bound on a client trickling its headers (kube allows
 /// 32 s for those alone): an idle or stalled connection is closed instead of being kept forever.
-/// Idle HTTP/2 connections are closed by [`idle`].
+/// Idle HTTP/2 connections are closed by [`idle`]. Request heads may be as large as kube's
+/// (hyper's own limits, about 400 KiB for HTTP/1.1 and 16 KiB for HTTP/2, refused large bearer
+/// tokens kube takes); HTTP/1.1 keeps hyper's 100 headers (Go counts bytes only).
 fn connection_builder(connection_idle_timeout: Duration, http2_max_streams: u32) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(connection_idle_timeout);
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(http2_max_streams);
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(connection_idle_timeout).max_buf_size(MAX_HTTP1_HEAD_BYTES);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(http2_max_streams)
+        .max_header_list_size(MAX_HTTP2_HEADER_LIST_BYTES);
     builder
 }
 
@@ -388,7 +406,84 @@ async fn run(chain: Chain, req: Request<Incoming>) -> Response<Body> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_health_path;
+    use super::{connection_builder, is_health_path, MAX_HTTP1_HEAD_BYTES};
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A plaintext server with kapi's connection settings answering 200 to everything.
+    async fn server() -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let builder = connection_builder(Duration::from_secs(10), 100);
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let builder = builder.clone();
+                tokio::spawn(async move {
+                    let ok = hyper::service::service_fn(|_req| async { Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok")))) });
+                    let _ = builder.serve_connection(TokioIo::new(tcp), ok).await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// The status code of an HTTP/1.1 GET with a header of `bytes` bytes (0: no answer); the
+    /// answer is read while the head is still being written.
+    async fn http1_code(addr: std::net::SocketAddr, bytes: usize) -> u16 {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let (mut rd, mut wr) = tcp.into_split();
+        let head = format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(bytes));
+        let writer = tokio::spawn(async move {
+            for piece in head.as_bytes().chunks(64 * 1024) {
+                if wr.write_all(piece).await.is_err() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match tokio::time::timeout(Duration::from_secs(10), rd.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+        writer.abort();
+        String::from_utf8_lossy(&answer).split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+
+    /// The status code of an HTTP/2 GET with a header of `bytes` bytes (0: no answer).
+    async fn http2_code(addr: std::net::SocketAddr, bytes: usize) -> u16 {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await.expect("handshake");
+        tokio::spawn(conn);
+        let req = http::Request::get(format!("http://{addr}/")).header("x-big", "a".repeat(bytes)).body(Full::new(Bytes::new())).expect("request");
+        match tokio::time::timeout(Duration::from_secs(10), sender.send_request(req)).await {
+            Ok(Ok(resp)) => resp.status().as_u16(),
+            _ => 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn request_heads_may_be_as_large_as_kube_takes() {
+        let addr = server().await;
+        // kube (Go) takes 1 MiB of headers plus 4 KiB of slack; hyper's default was ~400 KiB.
+        assert_eq!(http1_code(addr, 600 * 1024).await, 200);
+        assert_eq!(http1_code(addr, MAX_HTTP1_HEAD_BYTES - 1024).await, 200);
+        // hyper checks the size after each read, and a read may take up to its buffer's size:
+        // past twice the bound a head is always refused.
+        assert_eq!(http1_code(addr, 2 * MAX_HTTP1_HEAD_BYTES + 1024).await, 431);
+        // HTTP/2: hyper's default list was 16 KiB, which refused large bearer tokens.
+        assert_eq!(http2_code(addr, 64 * 1024).await, 200);
+        assert_eq!(http2_code(addr, 1000 * 1024).await, 200);
+        assert_ne!(http2_code(addr, 2 * 1024 * 1024).await, 200);
+    }
 
     #[test]
     fn health_paths_are_the_three_endpoints_and_their_checks() {
