@@ -158,7 +158,11 @@ fn decode_as(content_type: Option<&str>, body: &[u8], spec: BodyType, in_scheme:
             if let Some(e) = syntax_error(body) {
                 return Err(unrecognized(format!("couldn't get version/kind; json parse error: {e}")).into());
             }
-            serde_json::from_slice(body).map_err(|e| unrecognized(format!("couldn't get version/kind; json parse error: {e}")))?
+            // Bytes that are not UTF-8 can only be inside strings now (Go's scanner refuses
+            // them elsewhere), where Go's decoder reads each as U+FFFD; serde_json refuses them.
+            // So a name or label value with such bytes is invalid (422), as in kube, not a 400.
+            serde_json::from_str(&String::from_utf8_lossy(body))
+                .map_err(|e| unrecognized(format!("couldn't get version/kind; json parse error: {e}")))?
         }
         Some(PROTOBUF) => return decode_body(content_type, body),
         _ => match decode_body(content_type, body) {
@@ -279,6 +283,18 @@ mod tests {
             Ok(v) => format!("ok {v}"),
             Err(e) => format!("{} {}", e.code, e.message),
         }
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_read_as_go_reads_them() {
+        let cm = spec("", "v1", "configmaps");
+        let body = b"{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\xffb\",\"labels\":{\"l\":\"v\xc3\x28\"}}}";
+        let obj = decode_object(Some("application/json"), body, cm).expect("decoded");
+        assert_eq!(obj["metadata"]["name"], "a\u{fffd}b");
+        assert_eq!(obj["metadata"]["labels"]["l"], "v\u{fffd}(");
+        // Outside strings they are Go's syntax error.
+        let e = decode_object(Some("application/json"), b"{\"a\":\xff}", cm).expect_err("not JSON");
+        assert!(e.message.contains("invalid character 'ÿ' looking for beginning of value"), "{}", e.message);
     }
 
     #[test]

@@ -43,11 +43,40 @@ fn query_flag(query: Option<&str>, key: &str) -> bool {
         .any(|(k, v)| k == key && (v == "true" || v == "1"))
 }
 
+/// A URL path with its `%XX` escapes decoded, as Go's `url.URL.Path`; an escape that is not
+/// two hex digits stays as it is, and bytes that are not UTF-8 become U+FFFD (a Rust string
+/// cannot hold them; kube's Go strings can, and print them as `\xff`).
+fn percent_decode_path(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path.contains('%') {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::borrow::Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
 impl RequestInfo {
     /// Parses a request line the way kube-apiserver does.
     pub fn parse(method: &Method, path: &str, query: Option<&str>) -> Self {
         let mut info = RequestInfo { path: path.to_owned(), verb: method.as_str().to_ascii_lowercase(), ..Default::default() };
-        let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+        // Go's server decodes the path before kube splits it: `system%3Anode` (the Python
+        // client escapes every reserved character) names `system:node`, `%00` a NUL.
+        let decoded = percent_decode_path(path);
+        let segments: Vec<&str> = decoded.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
         let Some(prefix) = segments.first().copied() else { return info };
         if prefix != "api" && prefix != "apis" {
             return info;
@@ -145,6 +174,22 @@ mod tests {
         assert_eq!((i.verb.as_str(), i.resource.as_str()), ("list", "namespaces"));
         let i = parse(Method::PUT, "/api/v1/namespaces/x/finalize", None);
         assert_eq!((i.resource.as_str(), i.name.as_str(), i.subresource.as_str()), ("namespaces", "x", "finalize"));
+    }
+
+    #[test]
+    fn path_escapes_are_decoded_as_go_decodes_them() {
+        let i = parse(Method::GET, "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Anode", None);
+        assert_eq!((i.resource.as_str(), i.name.as_str()), ("clusterroles", "system:node"));
+        assert_eq!(i.path, "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Anode");
+        let i = parse(Method::GET, "/api/v1/namespaces/a%00/config%00maps/b%00c", None);
+        assert_eq!((i.namespace.as_str(), i.resource.as_str(), i.name.as_str()), ("a\0", "config\0maps", "b\0c"));
+        let i = parse(Method::GET, "/api/v1/namespaces/default/configmaps/a%FFb", None);
+        assert_eq!(i.name, "a\u{fffd}b");
+        // Not an escape: kept.
+        assert_eq!(parse(Method::GET, "/api/v1/namespaces/d/configmaps/a%zz%4", None).name, "a%zz%4");
+        // Decoded before the split, as kube splits Go's decoded path.
+        let i = parse(Method::GET, "/api/v1/namespaces/d/configmaps/a%2Fb", None);
+        assert_eq!((i.name.as_str(), i.subresource.as_str()), ("a", "b"));
     }
 
     #[test]
