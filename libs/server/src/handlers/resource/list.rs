@@ -54,7 +54,54 @@ pub(super) fn list_object<'a>(spec: &ResourceSpec, typed: bool, items: impl Iter
     json!({"kind": format!("{}List", spec.kind), "apiVersion": spec.api_version(), "metadata": meta, "items": items})
 }
 
-/// A list serialized from borrowed items, without cloning them: kube's list encoding.
+/// How much of a streamed list is encoded at a time.
+const LIST_CHUNK_BYTES: usize = 64 * 1024;
+
+/// A JSON list answer written as the client reads it: the list's head, then its items about
+/// [`LIST_CHUNK_BYTES`] at a time, each chunk encoded when the connection wants the next one.
+/// A LIST of 100,000 objects then holds the cached objects it shares with the watch cache and
+/// one chunk, not a copy of the whole answer (30 MB of JSON, twice that while the buffer
+/// grows), and a big list is encoded in slices that never stall a worker for long. The bytes
+/// are those the whole-list encoding (`ListRef`, in the tests) writes.
+fn stream_json_list(spec: &ResourceSpec, typed: bool, items: Vec<Arc<Value>>, meta: &Value) -> http::Response<response::Body> {
+    use http_body_util::BodyExt;
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(br#"{"kind":"#);
+    let _ = serde_json::to_writer(&mut head, &format!("{}List", spec.kind));
+    head.extend_from_slice(br#","apiVersion":"#);
+    let _ = serde_json::to_writer(&mut head, &spec.api_version());
+    head.extend_from_slice(br#","metadata":"#);
+    let _ = serde_json::to_writer(&mut head, meta);
+    head.extend_from_slice(br#","items":["#);
+    // (items, the next one to write, the head still to send); past the end when all is sent.
+    let chunks = futures_util::stream::unfold((items, 0usize, Some(head)), move |(items, next, head)| async move {
+        if next > items.len() {
+            return None;
+        }
+        let mut buf = head.unwrap_or_else(|| Vec::with_capacity(LIST_CHUNK_BYTES + 4096));
+        let mut i = next;
+        while i < items.len() && buf.len() < LIST_CHUNK_BYTES {
+            if i > 0 {
+                buf.push(b',');
+            }
+            // Values always encode; a failure would be a bug, and ends the list short.
+            let _ = serde_json::to_writer(&mut buf, &ItemRef(&items[i], typed));
+            i += 1;
+        }
+        if i == items.len() {
+            buf.extend_from_slice(b"]}\n");
+            i += 1;
+        }
+        Some((Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(buf))), (items, i, None)))
+    });
+    let mut resp = http::Response::new(http_body_util::StreamBody::new(chunks).boxed_unsync());
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp.extensions_mut().insert(response::NegotiatedJson);
+    resp
+}
+
+/// A list serialized whole from borrowed items: what [`stream_json_list`] writes in chunks.
+#[cfg(test)]
 #[derive(serde::Serialize)]
 struct ListRef<'a> {
     kind: String,
@@ -65,11 +112,13 @@ struct ListRef<'a> {
 }
 
 /// The items of a [`ListRef`]; `typed` drops each item's `kind` and `apiVersion`.
+#[cfg(test)]
 struct ItemsRef<'a> {
     items: &'a [Arc<Value>],
     typed: bool,
 }
 
+#[cfg(test)]
 impl serde::Serialize for ItemsRef<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.items.iter().map(|item| ItemRef(item, self.typed)))
@@ -167,28 +216,9 @@ pub(super) async fn list(srv: &Arc<ApiServer>, scope: &dyn ResourceScope, ns: Op
             list_object(spec, scope.typed_lists(), items.iter(), meta)
         }
         Shape::Object | Shape::DiscoveryV2 if output.encoding == Encoding::Json => {
-            // The common case (informers, kubectl -o json): serialize straight from the cached
-            // objects instead of building a copy of the whole list first.
-            // A big list takes long to encode: off the async workers, so that watches and other
-            // requests keep being served meanwhile (a burst of big lists would stall them).
-            let items = page.items;
-            let typed = scope.typed_lists();
-            let bytes = tokio::task::spawn_blocking(move || {
-                let list = ListRef {
-                    kind: format!("{}List", spec.kind),
-                    api_version: spec.api_version(),
-                    metadata: &meta,
-                    items: ItemsRef { items: &items, typed },
-                };
-                serde_json::to_vec(&list).map(|mut bytes| {
-                    bytes.push(b'\n');
-                    bytes
-                })
-            })
-            .await
-            .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?
-            .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
-            return Ok(response::json(StatusCode::OK, bytes));
+            // The common case (informers, kubectl -o json): streamed from the cached objects,
+            // as kube (1.33 on) streams JSON lists, instead of encoded whole first.
+            return Ok(stream_json_list(spec, scope.typed_lists(), page.items, &meta));
         }
         Shape::Object | Shape::DiscoveryV2 => list_object(spec, scope.typed_lists(), page.items.iter().map(|a| a.as_ref()), meta),
     };
@@ -257,5 +287,43 @@ mod tests {
         assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), built);
         assert!(built["items"][0].get("kind").is_none(), "list items carry no kind");
         assert_eq!(built["items"][2]["metadata"]["name"], "c2");
+    }
+
+    /// The streamed answer's bytes and how many chunks they came in.
+    fn streamed(items: Vec<Arc<Value>>, meta: &Value) -> (Vec<u8>, usize) {
+        use http_body_util::BodyExt;
+        let spec = kapi_registry::catalog::find("", "v1", "configmaps").expect("configmaps");
+        let resp = stream_json_list(spec, true, items, meta);
+        assert_eq!(resp.headers()[http::header::CONTENT_TYPE], "application/json");
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        runtime.block_on(async {
+            let mut body = resp.into_body();
+            let (mut bytes, mut chunks) = (Vec::new(), 0);
+            while let Some(frame) = body.frame().await {
+                let data = frame.expect("frame").into_data().expect("data");
+                assert!(data.len() <= LIST_CHUNK_BYTES + 8 * 1024, "a chunk of {} bytes", data.len());
+                bytes.extend_from_slice(&data);
+                chunks += 1;
+            }
+            (bytes, chunks)
+        })
+    }
+
+    #[test]
+    fn streamed_lists_are_the_borrowed_encoding_in_chunks() {
+        let meta = list_meta(9, Some("tok".into()), Some(4));
+        for n in [0usize, 1, 3, 5_000] {
+            let items: Vec<Arc<Value>> = (0..n)
+                .map(|i| Arc::new(json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": format!("c{i}")}, "data": {"k": "v".repeat(50)}})))
+                .collect();
+            let borrowed = ListRef { kind: "ConfigMapList".into(), api_version: "v1".into(), metadata: &meta, items: ItemsRef { items: &items, typed: true } };
+            let mut whole = serde_json::to_vec(&borrowed).unwrap();
+            whole.push(b'\n');
+            let (bytes, chunks) = streamed(items, &meta);
+            assert_eq!(String::from_utf8_lossy(&bytes), String::from_utf8_lossy(&whole), "{n} items");
+            if n == 5_000 {
+                assert!(chunks >= whole.len() / (LIST_CHUNK_BYTES + 8 * 1024), "{chunks} chunks for {} bytes", whole.len());
+            }
+        }
     }
 }
