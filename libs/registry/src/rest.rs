@@ -16,7 +16,7 @@ use kapi_apimachinery::labels::LabelSelector;
 use kapi_apimachinery::resource_version::ResourceVersionMatch;
 use kapi_apimachinery::{continue_token, time as ktime, ApiError, GroupResource, Result};
 use kapi_storage::{DynStore, KeyValue, ListOptions, Revision, StorageError};
-use kapi_watch::{CacheSet, Filter, RevisionReads, WatchError, WatchStart, Watcher};
+use kapi_watch::{CacheSet, Filter, RevisionReads, WatchError, WatchIndex, WatchStart, Watcher};
 use rand::Rng;
 use serde_json::{json, Map, Value};
 
@@ -91,6 +91,15 @@ pub fn object_key(spec: &ResourceSpec, namespace: Option<&str>, name: &str) -> S
         Some(ns) if spec.namespaced => format!("{}{ns}/{name}", spec.key_prefix()),
         _ => format!("{}{name}", spec.key_prefix()),
     }
+}
+
+/// The field a watch's selector pins, where the watch cache indexes it: a pod's node (one
+/// kubelet per node watches its pods so) or any object's name (informers of one object). The
+/// values are read as the field set reads them: the string, or "" when absent.
+fn watch_index(spec: &ResourceSpec, fields: &FieldSelector) -> Option<WatchIndex> {
+    let pinned = |field: &str, pointer: &'static str| fields.requires_exact_match(field).map(|v| WatchIndex { pointer, value: v.to_owned() });
+    let node = if spec.group.is_empty() && spec.resource == "pods" { pinned("spec.nodeName", "/spec/nodeName") } else { None };
+    node.or_else(|| pinned("metadata.name", "/metadata/name"))
 }
 
 /// The key prefix of a list: the whole resource, or one namespace of it.
@@ -455,6 +464,7 @@ impl RestStore {
         let strategy_spec = spec;
         let labels = params.labels.clone();
         let fields = params.fields.clone();
+        let index = fields.as_ref().and_then(|f| watch_index(spec, f));
         let filter: Filter = Arc::new(move |obj: &Value| {
             if let Some(sel) = &labels {
                 let l = meta(obj).and_then(|m| m.get("labels")).and_then(Value::as_object);
@@ -469,7 +479,7 @@ impl RestStore {
             }
             true
         });
-        cache.watch(&list_prefix(spec, namespace), start, filter).map_err(watch_error)
+        cache.watch_indexed(&list_prefix(spec, namespace), start, filter, index).map_err(watch_error)
     }
 
     fn check_type_and_namespace(spec: &ResourceSpec, obj: &mut Value, namespace: Option<&str>) -> Result<()> {

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::config::CacheConfig;
 use crate::error::WatchError;
+use crate::index::{WatchIndex, Watchers};
 use crate::event::{
     CachedEvent, CachedObject, EncodingCells, EventType, Filter, TerminateReason, WatchItem,
 };
@@ -32,7 +33,7 @@ struct State {
     /// `window`.
     window_start: Revision,
     revision: Revision,
-    watchers: Vec<Entry>,
+    watchers: Watchers,
     closed: bool,
 }
 
@@ -49,13 +50,13 @@ impl Shared {
 
     pub(crate) fn bookmark(&self, id: u64) {
         let st = self.lock();
-        if let Some(entry) = st.watchers.iter().find(|w| w.id == id) {
+        if let Some(entry) = st.watchers.find(id) {
             entry.offer_bookmark(st.revision);
         }
     }
 
     pub(crate) fn unregister(&self, id: u64) {
-        self.lock().watchers.retain(|w| w.id != id);
+        self.lock().watchers.remove(id);
     }
 }
 
@@ -89,7 +90,7 @@ impl ResourceCache {
                     window: VecDeque::new(),
                     window_start: 0,
                     revision: 0,
-                    watchers: Vec::new(),
+                    watchers: Watchers::default(),
                     closed: false,
                 }),
             }),
@@ -226,6 +227,19 @@ impl ResourceCache {
         start: WatchStart,
         filter: Filter,
     ) -> Result<Watcher, WatchError> {
+        self.watch_indexed(key_prefix, start, filter, None)
+    }
+
+    /// [`ResourceCache::watch`] for a watcher whose filter only passes objects with `index`'s
+    /// field at its value (before or after a change): it is offered only those objects' events
+    /// instead of every event, which is what lets one replica serve a kubelet per node.
+    pub fn watch_indexed(
+        &self,
+        key_prefix: &str,
+        start: WatchStart,
+        filter: Filter,
+        index: Option<WatchIndex>,
+    ) -> Result<Watcher, WatchError> {
         let mut st = self.shared.lock();
         if st.closed {
             return Err(WatchError::ShuttingDown);
@@ -294,7 +308,7 @@ impl ResourceCache {
                 return Err(WatchError::ShuttingDown);
             }
         }
-        st.watchers.push(entry);
+        st.watchers.push(entry, index);
         drop(st);
         Ok(Watcher::new(
             rx,
@@ -371,10 +385,7 @@ impl ResourceCache {
         if self.window == 0 {
             st.window_start = revision;
         }
-        st.watchers.retain(|w| match w.item_for(&event) {
-            Some(item) => w.offer(item),
-            None => true,
-        });
+        st.watchers.dispatch(&event);
     }
 
     /// Records that the follower has applied the log up to `revision` even if this resource
@@ -414,7 +425,7 @@ impl ResourceCache {
         st.window.clear();
         st.window_start = window_start.min(revision);
         st.revision = revision;
-        for w in std::mem::take(&mut st.watchers) {
+        for w in st.watchers.take() {
             w.terminate(TerminateReason::Expired);
         }
     }
@@ -423,6 +434,6 @@ impl ResourceCache {
     pub(crate) fn close(&self) {
         let mut st = self.shared.lock();
         st.closed = true;
-        st.watchers.clear();
+        st.watchers.take();
     }
 }

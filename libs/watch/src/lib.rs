@@ -18,6 +18,7 @@ mod consistent;
 mod error;
 mod event;
 mod fanout;
+mod index;
 mod set;
 #[cfg(test)]
 mod testing;
@@ -31,6 +32,7 @@ pub use event::{
     CachedEvent, CachedObject, EventType, Filter, MediaSlot, TerminateReason, WatchItem,
 };
 pub use fanout::{FanoutError, FanoutStats, NatsConfig, NatsFanout};
+pub use index::WatchIndex;
 pub use kapi_storage::Revision;
 pub use set::{CacheSet, FollowerLag};
 pub use watcher::{WatchStart, Watcher};

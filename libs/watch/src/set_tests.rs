@@ -654,3 +654,65 @@ async fn caches_added_at_run_time_follow_the_log_from_their_load() {
         }
     }
 }
+
+fn pod_on(name: &str, node: Option<&str>) -> Bytes {
+    let mut pod = json!({"kind": "Pod", "metadata": {"name": name}, "spec": {}});
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    Bytes::from(pod.to_string())
+}
+
+fn on_node(wanted: &'static str) -> Filter {
+    Arc::new(move |v: &Value| v["spec"]["nodeName"].as_str().unwrap_or_default() == wanted)
+}
+
+fn node_index(value: &str) -> Option<crate::WatchIndex> {
+    Some(crate::WatchIndex { pointer: "/spec/nodeName", value: value.to_owned() })
+}
+
+/// Kubelet-like watchers filed under their node get exactly what an unindexed watcher with
+/// the same filter gets: the pods of their node, including a pod moving in (ADDED) or out
+/// (DELETED), and unscheduled pods under "".
+#[tokio::test]
+async fn indexed_watchers_see_what_their_filter_passes() {
+    let store = Arc::new(MemStore::new());
+    let set = start(&store, config()).await;
+    let cache = set.cache(PODS).unwrap();
+    let mut a = cache.watch_indexed(PODS, WatchStart::After(0), on_node("a"), node_index("a")).unwrap();
+    let mut b = cache.watch_indexed(PODS, WatchStart::After(0), on_node("b"), node_index("b")).unwrap();
+    let mut unscheduled = cache.watch_indexed(PODS, WatchStart::After(0), on_node(""), node_index("")).unwrap();
+    let mut plain_a = cache.watch(PODS, WatchStart::After(0), on_node("a")).unwrap();
+    let c = cache.watch_indexed(PODS, WatchStart::After(0), on_node("c"), node_index("c")).unwrap();
+    assert_eq!(cache.watcher_count(), 5);
+
+    let k = key("ns", "p");
+    let r1 = store.create(&k, pod_on("p", None)).await.unwrap();
+    let r2 = update(&store, &k, pod_on("p", Some("a"))).await;
+    let r3 = update(&store, &k, pod_on("p", Some("a"))).await;
+    let r4 = update(&store, &k, pod_on("p", Some("b"))).await;
+    let (r5, _) = store.delete(&k, None).await.unwrap();
+    let q = key("ns", "q");
+    let r6 = store.create(&q, pod_on("q", Some("a"))).await.unwrap();
+
+    use EventType::*;
+    let expect_a = [(Added, r2), (Modified, r3), (Deleted, r4), (Added, r6)];
+    for w in [&mut a, &mut plain_a] {
+        for (kind, rev) in expect_a {
+            let (k2, r, _, _) = next_event(w).await;
+            assert_eq!((k2, r), (kind, rev));
+        }
+    }
+    for (kind, rev) in [(Added, r4), (Deleted, r5)] {
+        let (k2, r, _, _) = next_event(&mut b).await;
+        assert_eq!((k2, r), (kind, rev));
+    }
+    for (kind, rev) in [(Added, r1), (Deleted, r2)] {
+        let (k2, r, _, _) = next_event(&mut unscheduled).await;
+        assert_eq!((k2, r), (kind, rev));
+    }
+    // Nothing more for b: q is on a.
+    assert!(tokio::time::timeout(Duration::from_millis(200), b.next()).await.is_err(), "b got another event");
+    drop(c);
+    assert_eq!(cache.watcher_count(), 4);
+}
