@@ -6,12 +6,6 @@
 mod cli;
 mod logging;
 
-/// mimalloc instead of glibc's malloc: requests allocate on one worker thread and free on
-/// another (hyper, the watch fan-out, the audit writer), which glibc's per-thread arenas turn
-/// into lock traffic and fragmentation; see docs/perf.md for the numbers.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use cli::Cli;
 
 use std::process::ExitCode;
