@@ -570,7 +570,7 @@ fn hostile_requests() {
             ops.push(json!({"op": "move", "from": "/data/t", "path": "/data/x"}));
         }
         let patch = serde_json::to_string(&ops).expect("patch");
-        curl_row(&kapi, &mut t, &before, "JSON patch building 100k-deep nesting", &format!("2,491 json-patch ops ({} KiB) nesting /data/x ~100,000 deep with moves", patch.len() / 1024), Request::new("PATCH", &keep_path).raw("application/json-patch+json", patch), Want::AnyOf(&[400, 422]), "422 Invalid (the patched object exceeds Go's max depth when decoded)", 64 * MIB);
+        curl_row(&kapi, &mut t, &before, "JSON patch building 100k-deep nesting", &format!("2,491 json-patch ops ({} KiB) nesting /data/x ~100,000 deep with moves", patch.len() / 1024), Request::new("PATCH", &keep_path).raw("application/json-patch+json", patch), Want::AnyOf(&[400, 422]), "422 Invalid (the patched object exceeds Go's max depth when decoded)", 96 * MIB);
     }
     {
         // Each copy doubles /data: 40 copies would make 2^40 copies of it.
