@@ -277,6 +277,17 @@ pub fn apply<S: TypeSchema>(live: Option<&Value>, config: &Value, schema: &S, wr
     if config.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
+    // kube answers this 500 (an error of the conversion); the fault is the request's.
+    if let Some(problem) = crate::typed::missing_list_key(config, schema) {
+        let text = |p: &str| config.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        return Err(ApiError::bad_request(format!(
+            "failed to create typed patch object ({}, Kind={}) {}/{}: {problem}",
+            text("/apiVersion"),
+            text("/kind"),
+            text("/metadata/namespace"),
+            text("/metadata/name")
+        )));
+    }
     let mut entries = live.and_then(|o| decode(o).ok().flatten()).unwrap_or_default();
     let empty = json!({});
     let live_obj = without_managed_fields(live.unwrap_or(&empty));

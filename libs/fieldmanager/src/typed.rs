@@ -30,6 +30,46 @@ pub(crate) fn element_of<S: TypeSchema>(list: &ListType, items: &S, item: &Value
     }
 }
 
+/// The first element of an associative list in `value` that lacks one of the list's key fields
+/// (and the schema gives that key no default), as SMD's conversion to a typed value reports it:
+/// `.spec.containers: element 0: associative list with keys has an element that omits key
+/// field "name" (and doesn't have default value)`. An apply configuration with such an element
+/// cannot say which live element it means.
+pub fn missing_list_key<S: TypeSchema>(value: &Value, schema: &S) -> Option<String> {
+    missing_key_walk(value, schema, &Path::default(), 0)
+}
+
+fn missing_key_walk<S: TypeSchema>(value: &Value, schema: &S, path: &Path, depth: usize) -> Option<String> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    match effective_shape(schema, Some(value)) {
+        Shape::Struct { atomic: false } | Shape::Map { atomic: false } => {
+            let Value::Object(fields) = value else { return None };
+            fields.iter().find_map(|(k, v)| {
+                let child = path.child(PathElement::Field(k.clone()));
+                missing_key_walk(v, &schema.field(k).0, &child, depth + 1)
+            })
+        }
+        Shape::List(list) => {
+            let Value::Array(items) = value else { return None };
+            let item_schema = schema.items();
+            items.iter().enumerate().find_map(|(i, item)| {
+                if let (ListType::Map(keys), Value::Object(fields)) = (&list, item) {
+                    if let Some(key) = keys.iter().find(|k| !fields.contains_key(*k) && item_schema.key_default(k).is_none()) {
+                        return Some(format!(
+                            "{path}: element {i}: associative list with keys has an element that omits key field {key:?} (and doesn't have default value)"
+                        ));
+                    }
+                }
+                let child = path.child(element_of(&list, &item_schema, item, i));
+                missing_key_walk(item, &item_schema, &child, depth + 1)
+            })
+        }
+        _ => None,
+    }
+}
+
 /// The fields `value` sets: every leaf, atomic node, list element, empty or null map entry and
 /// map key (SMD's `ToFieldSet`).
 pub fn to_field_set<S: TypeSchema>(value: &Value, schema: &S) -> FieldSet {

@@ -257,6 +257,9 @@ fn empty_of(schema: &Schema, ty: Scalar) -> Value {
         Scalar::Bool => Value::Bool(false),
         Scalar::Message(id) => match schema.messages[id].special {
             Some(Special::Quantity) => Value::String("0".into()),
+            // Go's zero metav1.Time (a PodDisruptionBudget's disruptedPods entry written
+            // without its value) is JSON null, as an empty Time message decodes.
+            Some(Special::Time | Special::MicroTime) => Value::Null,
             // A wrapped list (user extras' ExtraValue) is a list even when absent, as when empty.
             Some(Special::Verbs) => Value::Array(Vec::new()),
             _ => Value::Object(Map::new()),
