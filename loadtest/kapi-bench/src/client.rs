@@ -50,6 +50,27 @@ impl Target {
         })
     }
 
+    /// Opens one HTTP/2 connection (ALPN `h2`) that carries many concurrent streams, as
+    /// client-go multiplexes its watches.
+    pub async fn connect_h2(&self) -> Result<H2Conn, String> {
+        let tcp = TcpStream::connect(&self.addr).await.map_err(|e| format!("connect {}: {e}", self.addr))?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+        let mut config = (*self.tls).clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let tls = TlsConnector::from(Arc::new(config)).connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
+        if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+            return Err("the server did not choose HTTP/2".into());
+        }
+        let (sender, conn) = hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP/2: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(H2Conn { sender })
+    }
+
     /// Opens one connection.
     pub async fn connect(&self) -> Result<Conn, String> {
         let tcp = TcpStream::connect(&self.addr)
@@ -138,5 +159,20 @@ impl Conn {
             .send_request(req)
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+/// One HTTP/2 connection; clones share it, each request is a stream.
+#[derive(Clone)]
+pub struct H2Conn {
+    sender: hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+}
+
+impl H2Conn {
+    /// Sends a GET and returns the streaming response.
+    pub async fn get(&mut self, path: &str) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+        self.sender.ready().await.map_err(|e| e.to_string())?;
+        let req = Request::builder().method(Method::GET).uri(format!("https://localhost{path}")).body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
+        self.sender.send_request(req).await.map_err(|e| e.to_string())
     }
 }

@@ -17,6 +17,7 @@ mod etcd;
 mod observability;
 mod rapid_reset;
 mod replicas;
+mod scale;
 mod stats;
 
 use std::io::{BufRead, BufReader};
@@ -94,6 +95,9 @@ enum Section {
     /// The tiers split: GET and watch-event latency through kapi-aggregator vs straight to
     /// kapi-core (the binaries beside --kapi-bin).
     Aggregator,
+    /// 10,000 kubelet-like pod watches (field selectors, HTTP/2) at 1,000 creates/s: delivery
+    /// delay and memory per watcher; a restart on 300,000 ConfigMaps: time to ready and RSS.
+    Scale,
 }
 
 struct Plan {
@@ -693,6 +697,9 @@ async fn run(cli: &Cli) -> Result<String, String> {
     }
     if wants(Section::Aggregator) {
         report.push_str(&aggregator::run(&cli.kapi_bin, cli.quick).await?);
+    }
+    if wants(Section::Scale) {
+        report.push_str(&scale::run(&cli.kapi_bin, cli.quick).await?);
     }
     Ok(report)
 }
