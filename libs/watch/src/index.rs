@@ -34,12 +34,11 @@ fn value_of<'a>(obj: &'a Value, pointer: &str) -> &'a str {
 pub(crate) struct Watchers {
     /// Tested against every event.
     all: Vec<Entry>,
-    /// Offered only the events whose object has (or had) the value.
-    by_value: HashMap<WatchIndex, Vec<Entry>>,
+    /// By indexed field (a handful at most), then by value: offered only the events whose
+    /// object has (or had) the value.
+    by_field: HashMap<&'static str, HashMap<String, Vec<Entry>>>,
     /// Where each indexed watcher is filed, for removal by id.
     filed: HashMap<u64, WatchIndex>,
-    /// The indexed fields in use (a handful at most); kept after their last watcher goes.
-    pointers: Vec<&'static str>,
 }
 
 impl Watchers {
@@ -51,33 +50,36 @@ impl Watchers {
         match index {
             None => self.all.push(entry),
             Some(index) => {
-                if !self.pointers.contains(&index.pointer) {
-                    self.pointers.push(index.pointer);
-                }
-                self.filed.insert(entry.id, index.clone());
-                self.by_value.entry(index).or_default().push(entry);
+                let id = entry.id;
+                self.by_field.entry(index.pointer).or_default().entry(index.value.clone()).or_default().push(entry);
+                self.filed.insert(id, index);
             }
         }
     }
 
+    fn filed_under(&self, index: &WatchIndex) -> Option<&Vec<Entry>> {
+        self.by_field.get(index.pointer)?.get(&index.value)
+    }
+
     pub(crate) fn find(&self, id: u64) -> Option<&Entry> {
         match self.filed.get(&id) {
-            Some(index) => self.by_value.get(index)?.iter().find(|w| w.id == id),
+            Some(index) => self.filed_under(index)?.iter().find(|w| w.id == id),
             None => self.all.iter().find(|w| w.id == id),
         }
     }
 
     pub(crate) fn remove(&mut self, id: u64) {
-        match self.filed.remove(&id) {
-            Some(index) => {
-                if let Some(entries) = self.by_value.get_mut(&index) {
-                    entries.retain(|w| w.id != id);
-                    if entries.is_empty() {
-                        self.by_value.remove(&index);
-                    }
+        let Some(index) = self.filed.remove(&id) else {
+            self.all.retain(|w| w.id != id);
+            return;
+        };
+        if let Some(values) = self.by_field.get_mut(index.pointer) {
+            if let Some(entries) = values.get_mut(&index.value) {
+                entries.retain(|w| w.id != id);
+                if entries.is_empty() {
+                    values.remove(&index.value);
                 }
             }
-            None => self.all.retain(|w| w.id != id),
         }
     }
 
@@ -85,7 +87,7 @@ impl Watchers {
     pub(crate) fn take(&mut self) -> Vec<Entry> {
         self.filed.clear();
         let mut all = std::mem::take(&mut self.all);
-        all.extend(std::mem::take(&mut self.by_value).into_values().flatten());
+        all.extend(std::mem::take(&mut self.by_field).into_values().flat_map(HashMap::into_values).flatten());
         all
     }
 
@@ -97,16 +99,12 @@ impl Watchers {
             None => true,
         };
         self.all.retain(keep);
-        if self.filed.is_empty() {
-            return;
-        }
         let mut dropped = Vec::new();
-        for &pointer in &self.pointers {
+        for (pointer, values) in &mut self.by_field {
             let new = value_of(&event.object, pointer);
             let old = event.prev_object.as_deref().map(|o| value_of(o, pointer));
             for value in std::iter::once(new).chain(old.filter(|old| *old != new)) {
-                let index = WatchIndex { pointer, value: value.to_owned() };
-                let Some(entries) = self.by_value.get_mut(&index) else { continue };
+                let Some(entries) = values.get_mut(value) else { continue };
                 entries.retain(|w| {
                     let kept = keep(w);
                     if !kept {
@@ -115,7 +113,7 @@ impl Watchers {
                     kept
                 });
                 if entries.is_empty() {
-                    self.by_value.remove(&index);
+                    values.remove(value);
                 }
             }
         }
