@@ -31,22 +31,9 @@ fn certificate_request(dir: &tempfile::TempDir, subject: &str) -> String {
     std::fs::read_to_string(&csr).unwrap()
 }
 
-/// base64 as kube writes `[]byte` fields, without pulling a crate in for one call.
+/// base64 as kube writes `[]byte` fields.
 fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data)
 }
 
 fn csr(name: &str, signer: &str, request: &str) -> Value {
