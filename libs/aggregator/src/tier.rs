@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use kapi_registry::catalog::{self, ResourceSpec};
 use kapi_registry::rest::RestStore;
@@ -282,6 +283,13 @@ impl Tier for AggregatorTier {
     fn discovery_sync(&self) -> TierFuture<'_, ()> {
         Box::pin(async move {
             if let Some(split) = &self.shared.split {
+                // A consistent read of the CRDs: another tier or replica may have just
+                // established one that this process's cache has not seen yet (a client that
+                // saw it Established through one aggregator asks another for discovery).
+                let caches = self.shared.rest.caches();
+                if let Ok(revision) = self.shared.rest.store().current_revision().await {
+                    let _ = caches.wait_for(revision, Duration::from_secs(2)).await;
+                }
                 let served = established_crd_versions(&self.shared);
                 split.catch_up(&served, &self.shared.generation).await;
             }
