@@ -4,6 +4,14 @@
 //! Run twice in one invocation, on a fresh kapi each time: `--enable-priority-and-fairness=false`
 //! (max-in-flight only) and `=true`, every other flag at kapi's default. Before each flood the
 //! same neighbours run alone (the baseline). Numbers only: a benchmark never asserts timing.
+//!
+//! Where B's time goes: B has a FlowSchema of its own on the flood's priority level
+//! (`global-default`, as kube's catch-all puts both users), so kapi's
+//! `apiserver_flowcontrol_request_wait_duration_seconds` separates B's wait for seats from the
+//! rest of its latency. The neighbours run on a thread and runtime of their own: clients on
+//! other machines would not share the flood's run queue, so B's latency is kapi's.
+
+mod report;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -16,7 +24,7 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 use crate::client::{Conn, Target};
-use crate::stats::{ms, Samples};
+use crate::stats::Samples;
 use crate::{check, drive, Kapi};
 
 const NAMESPACE: &str = "apf";
@@ -27,6 +35,9 @@ const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases
 const LEASE: &str = "kube-scheduler";
 const FLOODER: &str = "apf-flooder";
 const NEIGHBOUR: &str = "apf-neighbour";
+/// B's FlowSchema: B alone, on the level kube's `global-default` FlowSchema gives A too.
+const NEIGHBOUR_SCHEMA: &str = "apf-bench-neighbour";
+const WAIT_METRIC: &str = "apiserver_flowcontrol_request_wait_duration_seconds_bucket{";
 /// Classified to `leader-election` by kube's suggested FlowSchema `system-leader-election`.
 const LEADER: &str = "system:kube-scheduler";
 /// The one ConfigMap the neighbour and the masters client read (and the neighbour updates).
@@ -99,7 +110,8 @@ struct Flood {
 struct ModeResult {
     apf: bool,
     list_bytes: usize,
-    levels: Vec<(String, String)>,
+    /// (client, FlowSchema, priority level).
+    levels: Vec<(String, String, String)>,
     baseline: Neighbours,
     flood: Neighbours,
     lists: usize,
@@ -111,6 +123,9 @@ struct ModeResult {
     rss_peak: f64,
     kapi_cpu: f64,
     bench_cpu: f64,
+    /// B's requests dispatched during the flood, by APF wait: (upper bound in seconds, count),
+    /// cumulative as Prometheus buckets are (APF on only).
+    b_waits: Vec<(f64, u64)>,
 }
 
 /// Runs both modes and returns the report section.
@@ -118,7 +133,7 @@ pub async fn run(bin: &std::path::Path, quick: bool) -> Result<String, String> {
     let plan = Plan::new(quick);
     let off = mode(bin, &plan, false).await.map_err(|e| format!("apf off: {e}"))?;
     let on = mode(bin, &plan, true).await.map_err(|e| format!("apf on: {e}"))?;
-    Ok(report(&plan, &off, &on))
+    Ok(report::report(&plan, &off, &on))
 }
 
 fn configmap(name: &str, bytes: usize) -> Bytes {
@@ -148,6 +163,11 @@ async fn setup(kapi: &Kapi, plan: &Plan) -> Result<(), String> {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
             "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}), "cluster role binding").await?;
     }
+    let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": NEIGHBOUR_SCHEMA},
+        "spec": {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 9800, "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": [{"kind": "User", "user": {"name": NEIGHBOUR}}],
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}]}]}});
+    post(&mut conn, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", schema, "neighbour's FlowSchema").await?;
     let (status, resp) = conn.send(Method::POST, CMS, Some(configmap(TARGET_CM, 100))).await?;
     check(status, StatusCode::CREATED, &resp, "neighbour's configmap")?;
     let size = plan.object_bytes;
@@ -181,19 +201,24 @@ async fn setup(kapi: &Kapi, plan: &Plan) -> Result<(), String> {
     }
 }
 
-/// The priority level each client is classified to, from the `X-Kubernetes-PF-PriorityLevel-UID`
-/// header of one of its requests (APF on only).
-async fn levels(kapi: &Kapi) -> Result<Vec<(String, String)>, String> {
+/// The FlowSchema and priority level each client is classified to, from the
+/// `X-Kubernetes-PF-FlowSchema-UID` and `-PriorityLevel-UID` headers of one of its requests
+/// (APF on only).
+async fn levels(kapi: &Kapi) -> Result<Vec<(String, String, String)>, String> {
     let mut admin = kapi.target.connect().await?;
-    let (status, body) = admin.send(Method::GET, "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations", None).await?;
-    check(status, StatusCode::OK, &body, "priority levels")?;
-    let v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-    let names: HashMap<String, String> = v["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|l| (l["metadata"]["uid"].as_str().unwrap_or_default().to_owned(), l["metadata"]["name"].as_str().unwrap_or_default().to_owned()))
-        .collect();
+    let mut names: HashMap<String, String> = HashMap::new();
+    for kind in ["prioritylevelconfigurations", "flowschemas"] {
+        let (status, body) = admin.send(Method::GET, &format!("/apis/flowcontrol.apiserver.k8s.io/v1/{kind}"), None).await?;
+        check(status, StatusCode::OK, &body, kind)?;
+        let v: Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        for o in v["items"].as_array().into_iter().flatten() {
+            names.insert(o["metadata"]["uid"].as_str().unwrap_or_default().to_owned(), o["metadata"]["name"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    let name = |resp: &hyper::Response<hyper::body::Incoming>, header: &str| {
+        let uid = resp.headers().get(header).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        names.get(uid).cloned().unwrap_or_else(|| format!("(no header: {uid:?})"))
+    };
     let probes = [
         ("user A (flooder): LIST", Some(FLOODER), format!("{CMS}?limit=1")),
         ("user B (neighbour): GET", Some(NEIGHBOUR), format!("{CMS}/{TARGET_CM}")),
@@ -207,9 +232,9 @@ async fn levels(kapi: &Kapi) -> Result<Vec<(String, String)>, String> {
             None => kapi.target.clone(),
         };
         let resp = target.connect().await?.start(Method::GET, &path, None).await?;
-        let uid = resp.headers().get("x-kubernetes-pf-prioritylevel-uid").and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+        let (schema, level) = (name(&resp, "x-kubernetes-pf-flowschema-uid"), name(&resp, "x-kubernetes-pf-prioritylevel-uid"));
         let _ = resp.into_body().collect().await;
-        out.push((who.to_owned(), names.get(&uid).cloned().unwrap_or_else(|| format!("(no header: {uid:?})"))));
+        out.push((who.to_owned(), schema, level));
     }
     Ok(out)
 }
@@ -353,16 +378,51 @@ async fn masters(target: Target, every: Duration, end: Instant) -> (Samples, usi
     .await
 }
 
-/// All three neighbours for `duration`, concurrently.
+/// All three neighbours for `duration`, concurrently, on a thread and runtime of their own (so
+/// the flood's clients in this process do not delay them).
 async fn neighbours(kapi: &Kapi, plan: &Plan, duration: Duration, phase: &'static str) -> Result<Neighbours, String> {
     let end = Instant::now() + duration;
-    let b = tokio::spawn(neighbour(kapi.target_for(NEIGHBOUR, &[])?, plan.neighbour_every, end, phase));
-    let l = tokio::spawn(leader(kapi.target_for(LEADER, &[])?, plan.lease_every, end));
-    let m = tokio::spawn(masters(kapi.target.clone(), plan.masters_every, end));
-    let (gets, writes, errors, first_error) = b.await.map_err(|e| e.to_string())?;
-    let (renewals, renewal_errors, renewal_error) = l.await.map_err(|e| e.to_string())?;
-    let (masters, masters_errors, _) = m.await.map_err(|e| e.to_string())?;
-    Ok(Neighbours { gets, writes, errors, first_error, renewals, renewal_errors, renewal_error, masters, masters_errors })
+    let (b, l, m) = (kapi.target_for(NEIGHBOUR, &[])?, kapi.target_for(LEADER, &[])?, kapi.target.clone());
+    let (b_every, l_every, m_every) = (plan.neighbour_every, plan.lease_every, plan.masters_every);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("neighbours".into())
+        .spawn(move || {
+            let out = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| {
+                rt.block_on(async move {
+                    let ((gets, writes, errors, first_error), (renewals, renewal_errors, renewal_error), (masters, masters_errors, _)) =
+                        tokio::join!(neighbour(b, b_every, end, phase), leader(l, l_every, end), masters(m, m_every, end));
+                    Neighbours { gets, writes, errors, first_error, renewals, renewal_errors, renewal_error, masters, masters_errors }
+                })
+            });
+            let _ = tx.send(out.map_err(|e| e.to_string()));
+        })
+        .map_err(|e| e.to_string())?;
+    rx.await.map_err(|e| e.to_string())?
+}
+
+/// B's cumulative APF wait buckets (upper bound in seconds, count) from kapi's `/metrics`.
+async fn b_wait_buckets(kapi: &Kapi) -> Result<Vec<(f64, u64)>, String> {
+    let mut conn = kapi.target.connect().await?;
+    let (status, body) = conn.send(Method::GET, "/metrics", None).await?;
+    check(status, StatusCode::OK, &body, "metrics")?;
+    let schema = format!("flow_schema=\"{NEIGHBOUR_SCHEMA}\"");
+    let mut buckets: Vec<(f64, u64)> = Vec::new();
+    for line in String::from_utf8_lossy(&body).lines() {
+        let Some(rest) = line.strip_prefix(WAIT_METRIC) else { continue };
+        if !rest.contains(&schema) || !rest.contains("execute=\"true\"") {
+            continue;
+        }
+        let le = rest.split("le=\"").nth(1).and_then(|v| v.split('"').next()).unwrap_or_default();
+        let le = if le == "+Inf" { f64::INFINITY } else { le.parse().map_err(|_| format!("bucket bound {le:?}"))? };
+        let count = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or_default() as u64;
+        match buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some(b) => b.1 += count,
+            None => buckets.push((le, count)),
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(buckets)
 }
 
 /// One full LIST, its body read and dropped frame by frame.
@@ -441,7 +501,19 @@ async fn mode(bin: &std::path::Path, plan: &Plan, apf: bool) -> Result<ModeResul
     let kapi = Kapi::start_with(bin, &[&flag])?;
     kapi.wait_ready().await?;
     setup(&kapi, plan).await?;
-    let levels = if apf { levels(&kapi).await? } else { Vec::new() };
+    let levels = if apf {
+        // The configuration controller takes B's FlowSchema up within a second or so.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let levels = levels(&kapi).await?;
+            if levels.iter().any(|(_, schema, _)| schema == NEIGHBOUR_SCHEMA) || Instant::now() > deadline {
+                break levels;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    } else {
+        Vec::new()
+    };
     let list_bytes = {
         let mut conn = kapi.target.connect().await?;
         list_once(&mut conn).await?.1 as usize
@@ -464,6 +536,7 @@ async fn mode(bin: &std::path::Path, plan: &Plan, apf: bool) -> Result<ModeResul
             }
         })
     };
+    let waits_before = if apf { b_wait_buckets(&kapi).await? } else { Vec::new() };
     let (cpu0, own0) = (kapi.cpu_seconds(), own_cpu_seconds());
     let started = Instant::now();
     let end = started + plan.flood;
@@ -479,6 +552,12 @@ async fn mode(bin: &std::path::Path, plan: &Plan, apf: bool) -> Result<ModeResul
     sampling.store(false, Ordering::Relaxed);
     sampler.await.map_err(|e| e.to_string())?;
     let rss_peak = *peak.lock().map_err(|e| e.to_string())?;
+    let b_waits = if apf {
+        let after = b_wait_buckets(&kapi).await?;
+        after.iter().map(|&(le, n)| (le, n - waits_before.iter().find(|b| b.0 == le).map_or(0, |b| b.1))).collect()
+    } else {
+        Vec::new()
+    };
     drop(kapi);
     Ok(ModeResult {
         apf,
@@ -495,82 +574,6 @@ async fn mode(bin: &std::path::Path, plan: &Plan, apf: bool) -> Result<ModeResul
         rss_peak,
         kapi_cpu: (cpu1 - cpu0) / flood_secs,
         bench_cpu: (own1 - own0) / flood_secs,
+        b_waits,
     })
-}
-
-fn p50_p99(s: &Samples) -> String {
-    if s.count() == 0 {
-        return "—".into();
-    }
-    format!("{} / {}", ms(s.percentile(0.5)), ms(s.percentile(0.99)))
-}
-
-fn ratio(flood: &Samples, base: &Samples) -> String {
-    let b = base.percentile(0.99).as_secs_f64();
-    if flood.count() == 0 || b == 0.0 {
-        return "—".into();
-    }
-    format!("{:.1}x", flood.percentile(0.99).as_secs_f64() / b)
-}
-
-fn report(plan: &Plan, off: &ModeResult, on: &ModeResult) -> String {
-    let mut out = format!(
-        "## API Priority and Fairness: noisy neighbour\n\n\
-         {} ConfigMaps of {} KB in one namespace (a full LIST answers {:.1} MiB). Each mode runs on a fresh kapi with \
-         its defaults but `--enable-priority-and-fairness`: first the neighbours alone for {} s (baseline), then for {} s \
-         user A floods with {} concurrent clients doing full LISTs in a loop (a 429 waits its Retry-After second) while \
-         user B GETs one ConfigMap every {} ms with a create or an update every fifth request, \
-         `{LEADER}` renews a Lease (GET + PUT) every {} ms and a `system:masters` client GETs every {} ms. \
-         B's and the others' latencies count successful requests; errors are non-2xx answers, transport errors and \
-         requests unanswered after {} s.\n\n",
-        plan.objects,
-        plan.object_bytes / 1000,
-        on.list_bytes.max(off.list_bytes) as f64 / (1024.0 * 1024.0),
-        plan.baseline.as_secs(),
-        plan.flood.as_secs(),
-        plan.flooders,
-        plan.neighbour_every.as_millis(),
-        plan.lease_every.as_millis(),
-        plan.masters_every.as_millis(),
-        REQUEST_TIMEOUT.as_secs(),
-    );
-    out.push_str("| measurement | APF off (max-in-flight) | APF on |\n|---|---|---|\n");
-    let mut row = |label: &str, f: &dyn Fn(&ModeResult) -> String| {
-        out.push_str(&format!("| {label} | {} | {} |\n", f(off), f(on)));
-    };
-    row("user B GET p50 / p99, no flood (baseline)", &|m| p50_p99(&m.baseline.gets));
-    row("user B GET p50 / p99, during the flood", &|m| p50_p99(&m.flood.gets));
-    row("user B GET p99, flood / baseline", &|m| ratio(&m.flood.gets, &m.baseline.gets));
-    row("user B write p50 / p99, no flood (baseline)", &|m| p50_p99(&m.baseline.writes));
-    row("user B write p50 / p99, during the flood", &|m| p50_p99(&m.flood.writes));
-    row("user B write p99, flood / baseline", &|m| ratio(&m.flood.writes, &m.baseline.writes));
-    row("user B requests during the flood (GETs + writes)", &|m| format!("{} + {}", m.flood.gets.count(), m.flood.writes.count()));
-    row("user B errors, baseline / flood", &|m| format!("{} / {}", m.baseline.errors, m.flood.errors));
-    row("Lease renewals during the flood (ok / failed)", &|m| match &m.flood.renewal_error {
-        Some(e) => format!("{} / {} (first: {})", m.flood.renewals.count(), m.flood.renewal_errors, e.replace('|', "/")),
-        None => format!("{} / {}", m.flood.renewals.count(), m.flood.renewal_errors),
-    });
-    row("Lease renewal p50 / max, no flood", &|m| format!("{} / {}", ms(m.baseline.renewals.percentile(0.5)), ms(m.baseline.renewals.percentile(1.0))));
-    row("Lease renewal p50 / max, during the flood", &|m| format!("{} / {}", ms(m.flood.renewals.percentile(0.5)), ms(m.flood.renewals.percentile(1.0))));
-    row("user A (flood): LISTs completed", &|m| format!("{} ({:.1}/s, {:.0} MiB)", m.lists, m.lists as f64 / m.flood_secs, m.flood_bytes as f64 / (1024.0 * 1024.0)));
-    row("user A (flood): 429s / other errors", &|m| format!("{} / {}", m.rejected, m.other));
-    row("system:masters GET p50 / p99, no flood", &|m| p50_p99(&m.baseline.masters));
-    row("system:masters GET p50 / p99, during the flood (errors)", &|m| format!("{} ({})", p50_p99(&m.flood.masters), m.flood.masters_errors));
-    row("kapi RSS before the flood / peak during it", &|m| format!("{:.0} MiB / {:.0} MiB", m.rss_before, m.rss_peak));
-    row("kapi RSS growth during the flood", &|m| format!("{:.0} MiB", m.rss_peak - m.rss_before));
-    row("kapi CPU during the flood (cores)", &|m| format!("{:.2}", m.kapi_cpu));
-    row("kapi-bench's clients' CPU during the flood (cores)", &|m| format!("{:.2}", m.bench_cpu));
-    for m in [off, on] {
-        if let Some(e) = &m.flood.first_error {
-            out.push_str(&format!("\nFirst error of user B during the flood, APF {}: `{e}`\n", if m.apf { "on" } else { "off" }));
-        }
-    }
-    if !on.levels.is_empty() {
-        out.push_str("\nPriority levels with APF on (from `X-Kubernetes-PF-PriorityLevel-UID`): ");
-        let levels: Vec<String> = on.levels.iter().map(|(who, level)| format!("{who} → `{level}`")).collect();
-        out.push_str(&levels.join("; "));
-        out.push_str(".\n");
-    }
-    out.push('\n');
-    out
 }
