@@ -61,7 +61,8 @@ const LIST_CHUNK_BYTES: usize = 64 * 1024;
 /// [`LIST_CHUNK_BYTES`] at a time, each chunk encoded when the connection wants the next one.
 /// A LIST of 100,000 objects then holds the cached objects it shares with the watch cache and
 /// one chunk, not a copy of the whole answer (30 MB of JSON, twice that while the buffer
-/// grows), and a big list is encoded in slices that never stall a worker for long. The bytes
+/// grows), and a big list is encoded in slices that never stall a worker for long (the stream
+/// yields between them). The bytes
 /// are those the whole-list encoding (`ListRef`, in the tests) writes.
 fn stream_json_list(spec: &ResourceSpec, typed: bool, items: Vec<Arc<Value>>, meta: &Value) -> http::Response<response::Body> {
     use http_body_util::BodyExt;
@@ -77,6 +78,12 @@ fn stream_json_list(spec: &ResourceSpec, typed: bool, items: Vec<Arc<Value>>, me
     let chunks = futures_util::stream::unfold((items, 0usize, Some(head)), move |(items, next, head)| async move {
         if next > items.len() {
             return None;
+        }
+        if head.is_none() {
+            // Back of the run queue between chunks: the connection would otherwise encode
+            // and write chunk after chunk in one turn while its client keeps up (megabytes,
+            // tens of milliseconds), and every other request on this worker would wait.
+            tokio::task::yield_now().await;
         }
         let mut buf = head.unwrap_or_else(|| Vec::with_capacity(LIST_CHUNK_BYTES + 4096));
         let mut i = next;
