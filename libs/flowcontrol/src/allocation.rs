@@ -20,6 +20,18 @@ pub struct LevelLimits {
     pub max_seats: u32,
 }
 
+impl LevelLimits {
+    /// The seats wide requests leave free for narrow ones (kapi's, not kube's): as many as
+    /// the widest request may take, none where every request is narrow.
+    pub fn headroom(&self) -> u32 {
+        if self.max_seats > 1 {
+            self.max_seats
+        } else {
+            0
+        }
+    }
+}
+
 /// kube's share of a level's nominal limit that one request may occupy at most.
 const MAX_SEATS_PERCENT: f64 = 0.15;
 /// The work estimator's own ceiling on one request's seats (and the bound of levels that do

@@ -5,6 +5,13 @@
 //! seats) dispatches. A flow that floods the level fills its own few queues and waits there;
 //! other flows keep their share.
 //!
+//! Beyond kube: wide requests (more than one seat: LISTs of many objects) leave `headroom`
+//! seats free for narrow ones. kube lets wide requests fill a level, so when one flow's big
+//! LISTs hold every seat, another flow's GET waits for one of them to finish (hundreds of
+//! milliseconds for a 50 MB LIST) however fairly it is queued; here it finds a seat at once.
+//! A wide request that cannot fit beside the headroom still runs when the level is idle.
+//! (Only levels that queue: those that reject keep kube's rule.)
+//!
 //! A state machine without clocks or tasks: the caller passes the time (seconds since any
 //! fixed origin) and runs the requests this answers as dispatched.
 
@@ -79,6 +86,8 @@ pub struct QueueSet {
     queue_length_limit: usize,
     /// Seats the level may use now (its nominal limit, moved by lending and borrowing).
     limit: u32,
+    /// Seats that only narrow (one-seat) requests may take.
+    headroom: u32,
     seats_in_use: u32,
     executing: u32,
     waiting: usize,
@@ -104,6 +113,7 @@ impl QueueSet {
             hand_size,
             queue_length_limit,
             limit,
+            headroom: 0,
             seats_in_use: 0,
             executing: 0,
             waiting: 0,
@@ -217,12 +227,23 @@ impl QueueSet {
         self.dispatch_as_much_as_possible(now);
     }
 
-    /// kube's `canAccommodateSeats`: a request wider than the whole level runs alone.
+    /// The seats that wide requests leave to narrow ones (the level's widest request's seats,
+    /// so that one more narrow request always finds a place beside the widest work).
+    pub fn set_headroom(&mut self, now: f64, headroom: u32) {
+        self.sync_time(now);
+        self.headroom = headroom;
+        self.dispatch_as_much_as_possible(now);
+    }
+
+    /// kube's `canAccommodateSeats`: a request wider than the whole level runs alone. A wide
+    /// request also leaves the headroom free, or runs alone.
     fn fits(&self, seats: u32) -> bool {
-        if seats > self.limit {
+        // (Levels without queues refuse what does not fit: no headroom there, as in kube.)
+        let limit = if seats > 1 && !self.queues.is_empty() { self.limit.saturating_sub(self.headroom) } else { self.limit };
+        if seats > limit {
             return self.executing == 0;
         }
-        self.seats_in_use + seats <= self.limit
+        self.seats_in_use + seats <= limit
     }
 
     fn start(&mut self, running: Running) {

@@ -101,3 +101,48 @@ fn more_seats_dispatch_what_waits() {
     assert_eq!(set.take_dispatched().len(), 2);
     assert_eq!((set.waiting(), set.seats_in_use()), (1, 3));
 }
+
+#[test]
+fn wide_requests_leave_narrow_ones_a_place() {
+    let queuing = Queuing { queues: 64, hand_size: 6, queue_length_limit: 50 };
+    let (flood, quiet) = (0x1111_2222_3333_4444u64, 0x9999_8888_7777_6666u64);
+    // kube's rule: one flow's 8-seat LISTs take every seat they fit in (6 of them in 48), and
+    // another flow's GET waits until one of them finishes.
+    let mut kube = QueueSet::new(Some(queuing), 48, 0.0);
+    for id in 0..20 {
+        assert_ne!(kube.arrive(0.0, id, flood, 8), Arrival::Rejected);
+    }
+    assert_eq!(kube.take_dispatched().len(), 6);
+    assert_eq!(kube.arrive(0.0, 100, quiet, 1), Arrival::Queued);
+
+    // With 8 seats of headroom the LISTs stop at 40 seats, and the other flow's GETs run at once.
+    let mut set = QueueSet::new(Some(queuing), 48, 0.0);
+    set.set_headroom(0.0, 8);
+    for id in 0..20 {
+        assert_ne!(set.arrive(0.0, id, flood, 8), Arrival::Rejected);
+    }
+    assert_eq!((set.take_dispatched().len(), set.seats_in_use()), (5, 40));
+    for id in 100..105 {
+        assert_eq!(set.arrive(0.0, id, quiet, 1), Arrival::Execute, "GET {id}");
+    }
+    assert_eq!(set.seats_in_use(), 45);
+
+    // A wide request that cannot fit beside the headroom runs when nothing else does.
+    let mut small = QueueSet::new(Some(queuing), 10, 0.0);
+    small.set_headroom(0.0, 8);
+    assert_eq!(small.arrive(0.0, 1, flood, 8), Arrival::Execute);
+    assert_eq!(small.arrive(0.0, 2, flood, 8), Arrival::Queued);
+    assert_eq!(small.arrive(0.0, 3, quiet, 1), Arrival::Execute);
+    let first = small.take_dispatched();
+    assert_eq!(first.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1, 3]);
+    small.finish(0.5, first[0]);
+    assert!(small.take_dispatched().is_empty(), "the GET still runs: the second LIST waits to run alone");
+    small.finish(0.6, first[1]);
+    assert_eq!(small.take_dispatched().iter().map(|r| r.id).collect::<Vec<_>>(), vec![2]);
+
+    // Levels that reject instead of queuing keep kube's rule.
+    let mut reject = QueueSet::new(None, 16, 0.0);
+    reject.set_headroom(0.0, 8);
+    assert_eq!(reject.arrive(0.0, 1, flood, 8), Arrival::Execute);
+    assert_eq!(reject.arrive(0.0, 2, flood, 8), Arrival::Execute);
+}

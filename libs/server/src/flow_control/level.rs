@@ -44,9 +44,12 @@ pub enum Admission {
 }
 
 impl Level {
-    /// A level with `limit` seats; `queuing` None for levels that reject at once.
-    pub fn new(queuing: Option<Queuing>, limit: u32) -> Arc<Level> {
-        Arc::new(Level { origin: Instant::now(), inner: Mutex::new(Inner { set: QueueSet::new(queuing, limit, 0.0), waiters: HashMap::new() }) })
+    /// A level with `limit` seats, of which wide requests leave `headroom` to narrow ones;
+    /// `queuing` None for levels that reject at once.
+    pub fn new(queuing: Option<Queuing>, limit: u32, headroom: u32) -> Arc<Level> {
+        let mut set = QueueSet::new(queuing, limit, 0.0);
+        set.set_headroom(0.0, headroom);
+        Arc::new(Level { origin: Instant::now(), inner: Mutex::new(Inner { set, waiters: HashMap::new() }) })
     }
 
     fn now(&self) -> f64 {
@@ -59,9 +62,10 @@ impl Level {
     }
 
     /// The level's seats changed (the configuration changed the server's shares).
-    pub fn set_limit(&self, limit: u32) {
+    pub fn set_limit(&self, limit: u32, headroom: u32) {
         let now = self.now();
         let mut inner = self.lock();
+        inner.set.set_headroom(now, headroom);
         inner.set.set_limit(now, limit);
         inner.deliver(now);
     }
@@ -211,7 +215,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_finished_seat_dispatches_the_next_waiter() {
-        let level = Level::new(Some(ONE_QUEUE), 1);
+        let level = Level::new(Some(ONE_QUEUE), 1, 0);
         let first = admitted(level.arrive(1, 7, 1)).wait(Duration::from_secs(1)).await.expect("runs at once");
         let second = admitted(level.arrive(2, 7, 1));
         assert_eq!(level.load(), (1, 1));
@@ -226,7 +230,7 @@ mod tests {
 
     #[tokio::test]
     async fn full_queues_reject_and_timed_out_waiters_leave() {
-        let level = Level::new(Some(ONE_QUEUE), 1);
+        let level = Level::new(Some(ONE_QUEUE), 1, 0);
         let running = admitted(level.arrive(1, 7, 1)).wait(Duration::from_secs(1)).await.unwrap();
         let a = admitted(level.arrive(2, 7, 1));
         let b = admitted(level.arrive(3, 7, 1));
@@ -241,7 +245,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dispatched_ticket_dropped_unused_gives_its_seat_on() {
-        let level = Level::new(Some(ONE_QUEUE), 1);
+        let level = Level::new(Some(ONE_QUEUE), 1, 0);
         let running = admitted(level.arrive(1, 7, 1)).wait(Duration::from_secs(1)).await.unwrap();
         let dropped = admitted(level.arrive(2, 7, 1));
         let last = admitted(level.arrive(3, 7, 1));
@@ -256,7 +260,7 @@ mod tests {
 
     #[tokio::test]
     async fn levels_without_queues_reject_beyond_their_seats() {
-        let level = Level::new(None, 1);
+        let level = Level::new(None, 1, 0);
         let seat = admitted(level.arrive(1, 1, 1)).wait(Duration::ZERO).await.unwrap();
         assert!(matches!(level.arrive(2, 2, 1), Admission::Rejected));
         drop(seat);

@@ -95,10 +95,10 @@ impl Snapshot {
         for (level, limits) in config.levels.iter().zip(limits) {
             let queues = (!level.exempt).then(|| match previous.levels.get(&level.name) {
                 Some(LevelEntry { config: old, queues: Some(queues), .. }) if !old.exempt && old.queuing == level.queuing => {
-                    queues.set_limit(limits.nominal);
+                    queues.set_limit(limits.nominal, limits.headroom());
                     queues.clone()
                 }
-                _ => Level::new(level.queuing, limits.nominal),
+                _ => Level::new(level.queuing, limits.nominal, limits.headroom()),
             });
             let uid = level_uids.get(level.name.as_str()).cloned().unwrap_or_default();
             entries.insert(level.name.clone(), LevelEntry { uid, config: level.clone(), limits, queues });
