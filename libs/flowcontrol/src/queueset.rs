@@ -5,12 +5,15 @@
 //! seats) dispatches. A flow that floods the level fills its own few queues and waits there;
 //! other flows keep their share.
 //!
-//! Beyond kube: wide requests (more than one seat: LISTs of many objects) leave `headroom`
-//! seats free for narrow ones. kube lets wide requests fill a level, so when one flow's big
-//! LISTs hold every seat, another flow's GET waits for one of them to finish (hundreds of
-//! milliseconds for a 50 MB LIST) however fairly it is queued; here it finds a seat at once.
-//! A wide request that cannot fit beside the headroom still runs when the level is idle.
-//! (Only levels that queue: those that reject keep kube's rule.)
+//! Beyond kube: a headroom of seats for narrow requests. kube lets wide requests (more than
+//! one seat: LISTs of many objects) fill a level, and dispatches strictly in fair order, so
+//! when one flow's big LISTs hold the seats and the next in order is another big LIST, every
+//! other flow's GET waits for a LIST to finish (hundreds of milliseconds for a 50 MB LIST).
+//! Here wide requests see the level less `headroom` seats, and while the request next in order
+//! is a wide one that does not fit, narrow requests further back may run in the headroom (at
+//! most `headroom` of them at once). Wide requests keep their fair order among themselves and
+//! never wait for the headroom's seats; a wide request that cannot fit beside the headroom
+//! still runs when the level is idle. Levels that reject instead of queuing keep kube's rule.
 //!
 //! A state machine without clocks or tasks: the caller passes the time (seconds since any
 //! fixed origin) and runs the requests this answers as dispatched.
@@ -76,6 +79,8 @@ pub struct Running {
     seats: u32,
     queue: Option<usize>,
     started: f64,
+    /// Dispatched into the headroom, past a wide request.
+    in_headroom: bool,
 }
 
 /// The queues of one priority level.
@@ -88,6 +93,8 @@ pub struct QueueSet {
     limit: u32,
     /// Seats that only narrow (one-seat) requests may take.
     headroom: u32,
+    /// Narrow requests running in the headroom (dispatched past a wide one that did not fit).
+    headroom_in_use: u32,
     seats_in_use: u32,
     executing: u32,
     waiting: usize,
@@ -114,6 +121,7 @@ impl QueueSet {
             queue_length_limit,
             limit,
             headroom: 0,
+            headroom_in_use: 0,
             seats_in_use: 0,
             executing: 0,
             waiting: 0,
@@ -163,7 +171,7 @@ impl QueueSet {
             if !self.fits(seats) {
                 return Arrival::Rejected;
             }
-            self.start(Running { id, seats, queue: None, started: now });
+            self.start(Running { id, seats, queue: None, started: now, in_headroom: false });
             return Arrival::Execute;
         }
         let queue = self.shuffle_shard(flow_hash);
@@ -195,6 +203,9 @@ impl QueueSet {
         self.sync_time(now);
         self.executing -= 1;
         self.seats_in_use -= running.seats;
+        if running.in_headroom {
+            self.headroom_in_use -= running.seats;
+        }
         if let Some(index) = running.queue {
             let q = &mut self.queues[index];
             q.executing -= 1;
@@ -236,14 +247,18 @@ impl QueueSet {
     }
 
     /// kube's `canAccommodateSeats`: a request wider than the whole level runs alone. A wide
-    /// request also leaves the headroom free, or runs alone.
+    /// one sees the level less the headroom, and not the narrow requests running in it.
     fn fits(&self, seats: u32) -> bool {
         // (Levels without queues refuse what does not fit: no headroom there, as in kube.)
-        let limit = if seats > 1 && !self.queues.is_empty() { self.limit.saturating_sub(self.headroom) } else { self.limit };
+        let (limit, in_use) = if seats > 1 && !self.queues.is_empty() {
+            (self.limit.saturating_sub(self.headroom), self.seats_in_use - self.headroom_in_use)
+        } else {
+            (self.limit, self.seats_in_use)
+        };
         if seats > limit {
             return self.executing == 0;
         }
-        self.seats_in_use + seats <= limit
+        in_use + seats <= limit
     }
 
     fn start(&mut self, running: Running) {
@@ -276,25 +291,21 @@ impl QueueSet {
     }
 
     /// Dispatches the head of the queue that would finish it first in virtual time, if its
-    /// seats fit.
+    /// seats fit; if it is a wide request that does not, the first narrow head in that order
+    /// may run in the headroom.
     fn dispatch_one(&mut self, now: f64) -> bool {
-        let n = self.queues.len();
-        let mut best: Option<(usize, f64)> = None;
-        for _ in 0..n {
-            self.robin = (self.robin + 1) % n;
-            let q = &self.queues[self.robin];
-            if let Some(head) = q.waiting.front() {
-                let finish = q.next_dispatch_r + head.work();
-                if best.is_none_or(|(_, f)| finish < f) {
-                    best = Some((self.robin, finish));
-                }
-            }
-        }
-        let Some((index, _)) = best else { return false };
+        let Some(index) = self.first_in_order(|_| true) else { return false };
         let seats = self.queues[index].waiting.front().map_or(1, |w| w.seats);
-        if !self.fits(seats) {
+        let (index, in_headroom) = if self.fits(seats) {
+            (index, false)
+        } else if seats > 1 && self.headroom_in_use < self.headroom && self.seats_in_use < self.limit {
+            match self.first_in_order(|w| w.seats == 1) {
+                Some(narrow) => (narrow, true),
+                None => return false,
+            }
+        } else {
             return false;
-        }
+        };
         self.robin = index;
         let q = &mut self.queues[index];
         let Some(head) = q.waiting.pop_front() else { return false };
@@ -303,8 +314,29 @@ impl QueueSet {
         q.seats_in_use += head.seats;
         q.next_dispatch_r += head.work();
         Self::bound_next_dispatch(q);
-        self.start(Running { id: head.id, seats: head.seats, queue: Some(index), started: now });
+        if in_headroom {
+            self.headroom_in_use += head.seats;
+        }
+        self.start(Running { id: head.id, seats: head.seats, queue: Some(index), started: now, in_headroom });
         true
+    }
+
+    /// The queue whose head, among those `eligible`, would finish first in virtual time
+    /// (ties: the first in a rotating order).
+    fn first_in_order(&mut self, eligible: impl Fn(&Waiting) -> bool) -> Option<usize> {
+        let n = self.queues.len();
+        let mut best: Option<(usize, f64)> = None;
+        for _ in 0..n {
+            self.robin = (self.robin + 1) % n;
+            let q = &self.queues[self.robin];
+            if let Some(head) = q.waiting.front().filter(|h| eligible(h)) {
+                let finish = q.next_dispatch_r + head.work();
+                if best.is_none_or(|(_, f)| finish < f) {
+                    best = Some((self.robin, finish));
+                }
+            }
+        }
+        best.map(|(index, _)| index)
     }
 
     /// A queue's next start is never before its oldest waiting request arrived.

@@ -146,3 +146,47 @@ fn wide_requests_leave_narrow_ones_a_place() {
     assert_eq!(reject.arrive(0.0, 1, flood, 8), Arrival::Execute);
     assert_eq!(reject.arrive(0.0, 2, flood, 8), Arrival::Execute);
 }
+
+#[test]
+fn narrow_requests_pass_a_wide_one_that_waits_only_within_the_headroom() {
+    // Two queues of one each: flow `a` (hash 0) in queue 0, flow `q` (hash 1) in queue 1.
+    let queuing = Queuing { queues: 2, hand_size: 1, queue_length_limit: 50 };
+    let (a, q) = (0u64, 1u64);
+    let ids = |running: Vec<Running>| running.iter().map(|r| r.id).collect::<Vec<_>>();
+    let mut set = QueueSet::new(Some(queuing), 10, 0.0);
+    set.set_headroom(0.0, 2);
+    for id in 1..=3 {
+        assert_eq!(set.arrive(0.0, id, q, 1), Arrival::Execute);
+    }
+    // An 8-seat request sees 10 - 2 seats, 3 of them taken: it waits for q's to finish.
+    assert_eq!(set.arrive(0.0, 10, a, 8), Arrival::Queued);
+    let running = set.take_dispatched();
+    for r in running {
+        set.finish(1.0, r);
+    }
+    assert_eq!(ids(set.take_dispatched()), vec![10]);
+    // a is owed service: its next request comes first in fair order, and does not fit. q's
+    // requests pass it in the headroom, two at most.
+    assert_eq!(set.arrive(1.0, 11, a, 8), Arrival::Queued);
+    assert_eq!(set.arrive(1.0, 4, q, 1), Arrival::Execute);
+    assert_eq!(set.arrive(1.0, 5, q, 1), Arrival::Execute);
+    assert_eq!(set.arrive(1.0, 6, q, 1), Arrival::Queued);
+    let in_headroom = set.take_dispatched();
+    assert_eq!(ids(in_headroom.clone()), vec![4, 5]);
+    // They never hold a's seats: once its first request ends, its second runs beside them.
+    let first = in_headroom[0];
+    set.finish(1.01, first);
+    assert_eq!(ids(set.take_dispatched()), vec![6], "a freed headroom seat takes the next narrow one");
+    let mut kube = QueueSet::new(Some(queuing), 10, 0.0);
+    for id in 1..=3 {
+        assert_eq!(kube.arrive(0.0, id, q, 1), Arrival::Execute);
+    }
+    // Without headroom (kube) the wide request runs beside q's, and q's next one waits its turn.
+    assert_eq!(kube.arrive(0.0, 10, a, 8), Arrival::Queued);
+    for r in kube.take_dispatched() {
+        kube.finish(1.0, r);
+    }
+    assert_eq!(ids(kube.take_dispatched()), vec![10]);
+    assert_eq!(kube.arrive(1.0, 11, a, 8), Arrival::Queued);
+    assert_eq!(kube.arrive(1.0, 4, q, 1), Arrival::Queued, "kube's fair order: a's wide request first");
+}
