@@ -238,8 +238,8 @@ impl QueueSet {
         self.dispatch_as_much_as_possible(now);
     }
 
-    /// The seats that wide requests leave to narrow ones (the level's widest request's seats,
-    /// so that one more narrow request always finds a place beside the widest work).
+    /// The seats that wide requests leave to narrow ones (the server gives each level its
+    /// widest request's seats, `LevelLimits::headroom`).
     pub fn set_headroom(&mut self, now: f64, headroom: u32) {
         self.sync_time(now);
         self.headroom = headroom;
