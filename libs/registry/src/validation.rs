@@ -10,6 +10,7 @@ mod admission_cel;
 mod admission_policy;
 mod cluster;
 mod config;
+mod flowcontrol;
 mod mutating_policy;
 mod pod;
 mod rbac;
@@ -77,6 +78,8 @@ pub fn validate(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
         ("node.k8s.io", "RuntimeClass") => cluster::validate_runtime_class(obj),
         ("scheduling.k8s.io", "PriorityClass") => cluster::validate_priority_class(obj),
         ("apiregistration.k8s.io", "APIService") => cluster::validate_api_service(obj),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => flowcontrol::validate_flow_schema(obj),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => flowcontrol::validate_priority_level(obj),
         _ => Vec::new(),
     });
     causes
