@@ -49,9 +49,10 @@ fn quick_run_reports_every_measurement() {
         "| user A (flood): LISTs completed |",
         "| Lease renewal p50 / max, during the flood |",
         "| kapi RSS growth during the flood |",
-        "user B (neighbour): GET → `global-default`",
-        "leader election: GET lease → `leader-election`",
-        "system:masters: GET → `exempt`",
+        "| user B's requests during the flood by wait for APF seats |",
+        "user B (neighbour): GET → `apf-bench-neighbour` / `global-default`",
+        "leader election: GET lease → `system-leader-election` / `leader-election`",
+        "system:masters: GET → `exempt` / `exempt`",
         // Rapid reset: both attackers ran and kapi answered the GETs throughout.
         "## HTTP/2 rapid reset",
         "| unauthenticated attacker |",
@@ -102,6 +103,9 @@ fn quick_run_reports_every_measurement() {
             "report lacks {needle:?}:\n{stdout}"
         );
     }
+    // B's waits for APF seats were read from kapi's metrics (APF on): at least one bucket.
+    let waits = stdout.lines().find(|l| l.starts_with("| user B's requests during the flood by wait for APF seats |")).unwrap_or_default();
+    assert!(waits.contains("ms: "), "no APF wait buckets for B: {waits}");
     // Rates rows: | mode | target | writes to | achieved | behind | POST | delivered | /s | per watcher | drain | missed | duplicated | sustained |
     let mut complete = 0;
     for row in stdout.lines().filter(|l| l.contains(" of 200 |")) {
