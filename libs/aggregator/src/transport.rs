@@ -82,15 +82,50 @@ impl Transport {
     }
 
     /// Sends one request (its URI names the endpoint) and returns the answer's head; the body
-    /// streams.
+    /// streams. A request that the backend refused unprocessed goes again, on a new
+    /// connection, as Go's HTTP/2 transport retries it: a backend that drains for a rolling
+    /// restart answers the streams it had not started with GOAWAY (or REFUSED_STREAM), which
+    /// says they never ran, so sending them again is safe for every method.
     pub(crate) async fn send(&self, request: http::Request<Full<Bytes>>) -> Result<http::Response<hyper::body::Incoming>, String> {
-        self.client.request(request).await.map_err(|e| go_error_text(&e))
+        let (head, body) = request.into_parts();
+        let mut attempt = 0;
+        loop {
+            let mut again = http::Request::new(body.clone());
+            *again.method_mut() = head.method.clone();
+            *again.uri_mut() = head.uri.clone();
+            *again.version_mut() = head.version;
+            *again.headers_mut() = head.headers.clone();
+            match self.client.request(again).await {
+                Err(e) if attempt < UNPROCESSED_RETRIES && unprocessed(&e) => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(10 * attempt)).await;
+                }
+                answer => return answer.map_err(|e| go_error_text(&e)),
+            }
+        }
     }
 
     /// A fresh HTTP/1.1 connection to `host:port`, for an upgrade request.
     pub(crate) async fn dial_http1(&self, host: &str, port: u16) -> Result<TlsConn, String> {
         self.http1.dial(host, port).await.map_err(|e| e.to_string())
     }
+}
+
+/// How many times a request refused unprocessed is sent again (Go's transport tries up to 6).
+const UNPROCESSED_RETRIES: u64 = 3;
+
+/// Whether the backend said it never processed the request: an HTTP/2 GOAWAY without error
+/// past the request's stream, or the stream refused.
+fn unprocessed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(err) = cause {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            let reason = h2.reason();
+            return h2.is_remote() && ((h2.is_go_away() && reason == Some(h2::Reason::NO_ERROR)) || reason == Some(h2::Reason::REFUSED_STREAM));
+        }
+        cause = err.source();
+    }
+    false
 }
 
 /// The innermost cause of a client error: the dial or TLS failure as the connector worded it,
@@ -192,5 +227,35 @@ impl hyper::rt::Write for TlsConn {
 
     fn is_write_vectored(&self) -> bool {
         self.0.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real HTTP/2 exchange over an in-memory pipe: the server (h2) refuses the stream, and
+    /// the error hyper's client reports is recognised as unprocessed; an error the server
+    /// sends after it started the request is not.
+    #[tokio::test]
+    async fn refused_streams_are_recognised_as_unprocessed() {
+        for (reason, expected) in [(h2::Reason::REFUSED_STREAM, true), (h2::Reason::INTERNAL_ERROR, false)] {
+            let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+            let server = tokio::spawn(async move {
+                let mut conn = h2::server::handshake(server_io).await.expect("server handshake");
+                if let Some(Ok((_request, mut respond))) = conn.accept().await {
+                    respond.send_reset(reason);
+                }
+                // Keep the connection served until the client is done.
+                while conn.accept().await.is_some() {}
+            });
+            let (mut sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(client_io)).await.expect("client handshake");
+            tokio::spawn(connection);
+            let request = http::Request::post("https://backend/apis").body(Full::new(Bytes::from_static(b"{}"))).expect("request");
+            let e = sender.send_request(request).await.expect_err("the stream was reset");
+            assert_eq!(unprocessed(&e), expected, "{reason:?}: {e}");
+            drop(sender);
+            server.abort();
+        }
     }
 }
