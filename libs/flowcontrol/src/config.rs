@@ -200,10 +200,12 @@ impl PriorityLevel {
                     Some("Reject") => None,
                     _ => {
                         let q = response.and_then(|r| r.get("queuing")).cloned().unwrap_or(Value::Null);
+                        // kube's v1 defaulting fills zeros as well as absent fields.
+                        let or_default = |field: &str, default: u32| u32_at(&q, field).filter(|&n| n != 0).unwrap_or(default);
                         Some(Queuing {
-                            queues: u32_at(&q, "queues").unwrap_or(DEFAULT_QUEUING.queues),
-                            hand_size: u32_at(&q, "handSize").unwrap_or(DEFAULT_QUEUING.hand_size),
-                            queue_length_limit: u32_at(&q, "queueLengthLimit").unwrap_or(DEFAULT_QUEUING.queue_length_limit),
+                            queues: or_default("queues", DEFAULT_QUEUING.queues),
+                            hand_size: or_default("handSize", DEFAULT_QUEUING.hand_size),
+                            queue_length_limit: or_default("queueLengthLimit", DEFAULT_QUEUING.queue_length_limit),
                         })
                     }
                 };

@@ -154,3 +154,16 @@ fn lists_cost_a_seat_per_hundred_objects_up_to_the_levels_maximum() {
     assert_eq!(list_seats(5_000, Some(100), false, true, 10), 10);
     assert_eq!(list_seats(150, Some(500), false, false, 10), 3, "a limit beyond the count is the count");
 }
+
+#[test]
+fn zero_queuing_numbers_read_as_kubes_defaults() {
+    let mut levels = bootstrap::mandatory_levels();
+    let mut zeros = levels.iter().find(|l| l["metadata"]["name"] == "catch-all").cloned().expect("catch-all");
+    zeros["metadata"]["name"] = "zeros".into();
+    zeros["spec"]["limited"]["limitResponse"] = serde_json::json!({"type": "Queue", "queuing": {"queues": 0, "handSize": 0, "queueLengthLimit": 0}});
+    levels.push(zeros);
+    let config = Config::from_objects(&bootstrap::mandatory_schemas(), &levels);
+    let level = config.levels.iter().find(|l| l.name == "zeros").expect("the level reads");
+    let q = level.queuing.expect("a queuing level");
+    assert_eq!((q.queues, q.hand_size, q.queue_length_limit), (64, 8, 50));
+}
