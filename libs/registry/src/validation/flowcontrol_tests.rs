@@ -5,11 +5,8 @@ use serde_json::{json, Value};
 
 use super::super::validate;
 
-// The server's own bootstrap objects, read from the crate that writes them (kapi-registry
-// does not depend on kapi-flowcontrol; the file needs only serde_json).
-#[path = "../../../flowcontrol/src/bootstrap.rs"]
-#[allow(dead_code)]
-mod bootstrap;
+// The server's own bootstrap objects, from the crate that writes them.
+use kapi_flowcontrol::bootstrap;
 
 const GROUP: &str = "flowcontrol.apiserver.k8s.io";
 const FS: &str = "FlowSchema";
