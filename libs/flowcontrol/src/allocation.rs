@@ -84,3 +84,67 @@ pub fn list_seats(stored: u64, limit: Option<u64>, from_cache: bool, selector: b
     let seats = processed.div_ceil(OBJECTS_PER_SEAT).max(1);
     u32::try_from(seats).unwrap_or(u32::MAX).min(max_seats.max(1))
 }
+
+/// One level in a borrowing adjustment: the seats it must keep, may reach, and would use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AllocItem {
+    /// The least it gets.
+    pub lower: f64,
+    /// The most it gets.
+    pub upper: f64,
+    /// What it asks for (at least `lower`).
+    pub target: f64,
+}
+
+/// Below this a target counts as this, so an idle level still has a direction to grow in.
+const MIN_TARGET: f64 = 0.001;
+
+/// kube's `computeConcurrencyAllocation`: shares `required` seats so that every level gets
+/// the same fraction `p` of its target, clamped to its bounds (`clamp(p × target)` summing to
+/// `required`). When the bounds leave no choice, every level gets its lower (or upper) bound.
+///
+/// The sum is piecewise linear and non-decreasing in `p`, with breaks where a level reaches
+/// one of its bounds: the answer is found on the segment between the two breaks that enclose
+/// `required`.
+pub fn concurrency_allocation(required: f64, items: &[AllocItem]) -> Vec<f64> {
+    let target = |item: &AllocItem| item.target.max(MIN_TARGET);
+    let at = |p: f64| -> Vec<f64> { items.iter().map(|i| (p * target(i)).clamp(i.lower, i.upper.max(i.lower))).collect() };
+    let sum = |p: f64| -> f64 { at(p).iter().sum() };
+    let low: f64 = items.iter().map(|i| i.lower).sum();
+    let high: f64 = items.iter().map(|i| i.upper.max(i.lower)).sum();
+    if required <= low {
+        return items.iter().map(|i| i.lower).collect();
+    }
+    if required >= high {
+        return items.iter().map(|i| i.upper.max(i.lower)).collect();
+    }
+    let mut breaks: Vec<f64> = items.iter().flat_map(|i| [i.lower / target(i), i.upper.max(i.lower) / target(i)]).collect();
+    breaks.sort_by(f64::total_cmp);
+    let mut previous = 0.0;
+    for p in breaks {
+        let reached = sum(p);
+        if reached >= required {
+            let before = sum(previous);
+            let p = if reached > before { previous + (p - previous) * (required - before) / (reached - before) } else { p };
+            return at(p);
+        }
+        previous = p;
+    }
+    items.iter().map(|i| i.upper.max(i.lower)).collect()
+}
+
+/// kube's borrowing adjustment (every 10 s): each limited level keeps at least its lendable
+/// floor and, up to its nominal limit, the peak demand it just had; beyond that the levels'
+/// nominal seats go where the smoothed demand is, each within `[min, max]`. Returns the
+/// current limit of each level, in the order given.
+pub fn borrowing_limits(levels: &[(LevelLimits, crate::demand::SeatDemandStats)]) -> Vec<u32> {
+    let required: f64 = levels.iter().map(|(l, _)| f64::from(l.nominal)).sum();
+    let items: Vec<AllocItem> = levels
+        .iter()
+        .map(|(limits, demand)| {
+            let lower = f64::from(limits.min).max(f64::from(limits.nominal).min(demand.high_watermark));
+            AllocItem { lower, upper: f64::from(limits.max), target: lower.max(demand.smoothed) }
+        })
+        .collect();
+    concurrency_allocation(required, &items).into_iter().map(|a| a.round().max(0.0) as u32).collect()
+}

@@ -10,10 +10,12 @@
 pub mod allocation;
 pub mod bootstrap;
 pub mod config;
+pub mod demand;
 pub mod matching;
 pub mod queueset;
 
-pub use allocation::{allocate, list_seats, LevelLimits};
+pub use allocation::{allocate, borrowing_limits, concurrency_allocation, list_seats, AllocItem, LevelLimits};
+pub use demand::{DemandIntegrator, DemandObservation, SeatDemandStats};
 pub use config::{Config, FlowSchema, PriorityLevel};
 pub use matching::{classify, flow_hash, Classification, RequestDigest};
 pub use queueset::{Arrival, QueueSet, Running};

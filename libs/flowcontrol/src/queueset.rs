@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 
 use crate::config::Queuing;
+use crate::demand::{DemandIntegrator, SeatDemandStats};
 
 /// kube's estimate of a request's service time, until it finishes and the real one is known.
 const ESTIMATED_SERVICE_SECONDS: f64 = 0.003;
@@ -98,6 +99,11 @@ pub struct QueueSet {
     seats_in_use: u32,
     executing: u32,
     waiting: usize,
+    /// Seats the waiting requests will take.
+    waiting_seats: u32,
+    /// Seats in use plus seats waiting, over time (for borrowing between levels).
+    demand: DemandIntegrator,
+    demand_stats: SeatDemandStats,
     /// Virtual time, in seat-seconds.
     current_r: f64,
     last_time: f64,
@@ -125,6 +131,9 @@ impl QueueSet {
             seats_in_use: 0,
             executing: 0,
             waiting: 0,
+            waiting_seats: 0,
+            demand: DemandIntegrator::new(now),
+            demand_stats: SeatDemandStats::default(),
             current_r: 0.0,
             last_time: now,
             enqueues: 0,
@@ -172,6 +181,7 @@ impl QueueSet {
                 return Arrival::Rejected;
             }
             self.start(Running { id, seats, queue: None, started: now, in_headroom: false });
+            self.note_demand(now);
             return Arrival::Execute;
         }
         let queue = self.shuffle_shard(flow_hash);
@@ -184,7 +194,9 @@ impl QueueSet {
         }
         q.waiting.push_back(Waiting { id, seats, arrival_r: self.current_r });
         self.waiting += 1;
+        self.waiting_seats += seats;
         self.dispatch_as_much_as_possible(now);
+        self.note_demand(now);
         if self.dispatched.iter().any(|r| r.id == id) {
             Arrival::Execute
         } else {
@@ -216,19 +228,42 @@ impl QueueSet {
             Self::bound_next_dispatch(q);
         }
         self.dispatch_as_much_as_possible(now);
+        self.note_demand(now);
     }
 
     /// A queued request gave up (its client left, or it waited too long): it leaves its
-    /// queue. False when it is not waiting (already dispatched).
+    /// queue. False when it is not waiting (already dispatched). (The demand changes as of the
+    /// set's last event: the caller passes no time here.)
     pub fn cancel(&mut self, id: RequestId) -> bool {
         for q in &mut self.queues {
             if let Some(at) = q.waiting.iter().position(|w| w.id == id) {
-                q.waiting.remove(at);
+                if let Some(gone) = q.waiting.remove(at) {
+                    self.waiting_seats -= gone.seats;
+                }
                 self.waiting -= 1;
+                let last = self.last_time;
+                self.note_demand(last);
                 return true;
             }
         }
         false
+    }
+
+    fn note_demand(&mut self, now: f64) {
+        self.demand.set(now, f64::from(self.seats_in_use + self.waiting_seats));
+    }
+
+    /// Closes a period of seat demand (seats in use plus seats waiting) at `now` and folds it
+    /// into the smoothed statistics that borrowing between levels works from.
+    pub fn take_demand(&mut self, now: f64) -> SeatDemandStats {
+        let obs = self.demand.reset(now);
+        self.demand_stats.update(obs);
+        self.demand_stats
+    }
+
+    /// The seats the level may use now.
+    pub fn limit(&self) -> u32 {
+        self.limit
     }
 
     /// The level's seats changed (borrowing and lending move them): more may run now.
@@ -310,6 +345,7 @@ impl QueueSet {
         let q = &mut self.queues[index];
         let Some(head) = q.waiting.pop_front() else { return false };
         self.waiting -= 1;
+        self.waiting_seats -= head.seats;
         q.executing += 1;
         q.seats_in_use += head.seats;
         q.next_dispatch_r += head.work();

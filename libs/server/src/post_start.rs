@@ -146,6 +146,8 @@ impl PostStart {
 /// The flow-control hooks: the consumer loads the stored configuration (the filter's hook is
 /// done then), the producer ensures kube's objects once and then keeps them.
 fn spawn_flow_control(tasks: &mut JoinSet<Result<(), HookError>>, hooks: FlowControlHooks, rest: RestStore, fc: Arc<FlowControl>) {
+    // Seats move between levels by their demand from now on.
+    tokio::spawn(flow_control::borrowing::run(Arc::downgrade(&fc)));
     tasks.spawn({
         let (caches, fc) = (rest.caches().clone(), fc.clone());
         async move {

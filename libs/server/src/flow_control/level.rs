@@ -70,6 +70,13 @@ impl Level {
         inner.deliver(now);
     }
 
+    /// Closes the level's seat-demand period and returns its smoothed statistics (for
+    /// borrowing between levels).
+    pub fn take_demand(&self) -> kapi_flowcontrol::SeatDemandStats {
+        let now = self.now();
+        self.lock().set.take_demand(now)
+    }
+
     /// Whether the level queues requests (kube's `Queue` limit response) or rejects at once.
     pub fn queues(&self) -> bool {
         self.lock().set.queues()

@@ -7,8 +7,10 @@
 //! - [`controller`] (kube's `priority-and-fairness-config-consumer`) rebuilds the snapshot
 //!   from the FlowSchema and PriorityLevelConfiguration watch caches on every change;
 //! - [`producer`] (kube's `priority-and-fairness-config-producer`) keeps kube's mandatory and
-//!   suggested objects stored.
+//!   suggested objects stored;
+//! - [`borrowing`] moves seats between levels every 10 s, by their demand.
 
+pub mod borrowing;
 pub mod controller;
 pub mod level;
 pub mod producer;
@@ -159,6 +161,18 @@ impl FlowControl {
     pub fn reload(&self, schemas: &[Value], levels: &[Value]) {
         let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
         *current = Arc::new(Snapshot::build(schemas, levels, self.server_limit, &current));
+    }
+
+    /// kube's borrowing adjustment: every limited level's seats for the next period, from
+    /// its seat demand over the last one (see [`borrowing`]). Exempt levels are not limited
+    /// and take no part (their default share is 0 in kube too).
+    pub fn rebalance(&self) {
+        let snapshot = self.snapshot();
+        let limited: Vec<(&LevelLimits, &Arc<Level>)> = snapshot.levels.values().filter_map(|e| e.queues.as_ref().map(|q| (&e.limits, q))).collect();
+        let inputs: Vec<_> = limited.iter().map(|(limits, queues)| (**limits, queues.take_demand())).collect();
+        for ((limits, queues), current) in limited.iter().zip(kapi_flowcontrol::borrowing_limits(&inputs)) {
+            queues.set_limit(current, limits.headroom());
+        }
     }
 
     /// A fresh request id.
