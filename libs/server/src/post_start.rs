@@ -149,9 +149,9 @@ fn spawn_flow_control(tasks: &mut JoinSet<Result<(), HookError>>, hooks: FlowCon
     // Seats move between levels by their demand from now on.
     tokio::spawn(flow_control::borrowing::run(Arc::downgrade(&fc)));
     tasks.spawn({
-        let (caches, fc) = (rest.caches().clone(), fc.clone());
+        let (rest, fc) = (rest.clone(), fc.clone());
         async move {
-            hooks.consumer.run(HOOK_BUDGET, || flow_control::controller::start(caches.clone(), fc.clone())).await?;
+            hooks.consumer.run(HOOK_BUDGET, || flow_control::controller::start(rest.clone(), fc.clone())).await?;
             hooks.filter.run(HOOK_BUDGET, || std::future::ready(Ok::<(), HookError>(()))).await
         }
     });
