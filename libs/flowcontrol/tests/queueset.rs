@@ -190,3 +190,79 @@ fn narrow_requests_pass_a_wide_one_that_waits_only_within_the_headroom() {
     assert_eq!(kube.arrive(1.0, 11, a, 8), Arrival::Queued);
     assert_eq!(kube.arrive(1.0, 4, q, 1), Arrival::Queued, "kube's fair order: a's wide request first");
 }
+
+/// Two flows flood one level with equal-cost requests (0.1 s on a seat) arriving at fixed
+/// rates, `light` per second for one and `light * ratio` for the other, for 60 s of simulated
+/// time; answers the requests each flow got dispatched after the first second (the queues are
+/// full by then) and the requests refused.
+fn two_floods(queuing: Queuing, seats: u32, flows: [u64; 2], light: f64, ratio: f64) -> ([u32; 2], u32) {
+    const SERVICE: f64 = 0.1;
+    const END: f64 = 60.0;
+    let mut set = QueueSet::new(Some(queuing), seats, 0.0);
+    let period = [1.0 / light, 1.0 / (light * ratio)];
+    let mut next_arrival = [0.0, 0.0];
+    let mut running: Vec<(f64, Running)> = Vec::new();
+    let mut flow_of = std::collections::HashMap::new();
+    let (mut dispatched, mut refused, mut next_id) = ([0u32; 2], 0u32, 0u64);
+    loop {
+        let finish = running.iter().enumerate().min_by(|a, b| a.1 .0.total_cmp(&b.1 .0)).map(|(i, r)| (i, r.0));
+        let arrival = if next_arrival[0] <= next_arrival[1] { 0 } else { 1 };
+        let now = match finish {
+            Some((i, at)) if at <= next_arrival[arrival] => {
+                let (_, r) = running.swap_remove(i);
+                set.finish(at, r);
+                at
+            }
+            _ => {
+                let now = next_arrival[arrival];
+                next_arrival[arrival] += period[arrival];
+                next_id += 1;
+                flow_of.insert(next_id, arrival);
+                if set.arrive(now, next_id, flows[arrival], 1) == Arrival::Rejected {
+                    refused += 1;
+                }
+                now
+            }
+        };
+        if now > END {
+            return (dispatched, refused);
+        }
+        for r in set.take_dispatched() {
+            if now >= 1.0 {
+                dispatched[flow_of[&r.id]] += 1;
+            }
+            running.push((now + SERVICE, r));
+        }
+    }
+}
+
+#[test]
+fn two_flooding_flows_share_a_level_evenly_however_hard_each_pushes() {
+    // Two flows whose hands of queues do not overlap (fair queuing is fair among queues; flows
+    // that share a queue share its share, as in kube): the first hash after `a` dealt apart.
+    let kube_default = Queuing { queues: 64, hand_size: 8, queue_length_limit: 50 };
+    let one_queue_each = Queuing { queues: 128, hand_size: 1, queue_length_limit: 50 };
+    let a = 0x1111_2222_3333_4444u64;
+    let apart = |b: &u64| [kube_default, one_queue_each].iter().all(|q| {
+        let (n, h) = (q.queues as usize, q.hand_size as usize);
+        deal(a, n, h).iter().all(|c| !deal(*b, n, h).contains(c))
+    });
+    let b = (a + 1..).find(apart).unwrap();
+    for queuing in [kube_default, one_queue_each] {
+        // 4 seats of 0.1 s serve 40 requests a second; each flow alone asks for at least that.
+        for ratio in [1.0, 10.0] {
+            let (dispatched, refused) = two_floods(queuing, 4, [a, b], 40.0, ratio);
+            let total = dispatched[0] + dispatched[1];
+            let (lo, hi) = (dispatched[0].min(dispatched[1]), dispatched[0].max(dispatched[1]));
+            eprintln!("{queuing:?}, one flow sending {ratio}x the other: dispatched {dispatched:?}, {refused} refused");
+            assert!((2300..=2400).contains(&total), "the level's 4 seats stay busy for 59 s: {total}");
+            assert!(f64::from(hi - lo) <= 0.2 * f64::from(hi), "not within 20%: {dispatched:?} ({queuing:?}, ratio {ratio})");
+            assert!(refused > 0, "the floods overflow their queues");
+        }
+    }
+    // Without fair queuing (one FIFO queue for both) the flow sending 10x gets about 10x.
+    let fifo = Queuing { queues: 1, hand_size: 1, queue_length_limit: 50 };
+    let (dispatched, _) = two_floods(fifo, 4, [a, b], 40.0, 10.0);
+    eprintln!("one FIFO queue, one flow sending 10x the other: dispatched {dispatched:?}");
+    assert!(dispatched[1] > 5 * dispatched[0], "{dispatched:?}");
+}
