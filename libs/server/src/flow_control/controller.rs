@@ -212,13 +212,12 @@ impl StatusWriter {
                 continue;
             }
             let name = key(schema);
-            let times = self.recent.entry(name.clone()).or_default();
-            if times.len() >= WRITES_PER_WINDOW {
+            if let Some(times) = self.recent.get(&name).filter(|t| t.len() >= WRITES_PER_WINDOW) {
                 later(times[0] + WINDOW);
                 continue;
             }
             match write_condition(&self.rest, schema, &found).await {
-                Ok(true) => times.push_back(Instant::now()),
+                Ok(true) => self.recent.entry(name).or_default().push_back(Instant::now()),
                 Ok(false) => {}
                 // Deleted meanwhile: its DELETED event is on its way.
                 Err(e) if e.code == 404 => {}
@@ -270,11 +269,17 @@ async fn write_condition(rest: &RestStore, cached: &Value, found: &HashSet<Strin
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
+    use std::sync::Arc;
 
+    use kapi_registry::catalog;
+    use kapi_registry::rest::{RestStore, WriteHooks};
+    use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
+    use kapi_storage::sqlite::{SqliteConfig, SqliteStore};
+    use kapi_watch::{CacheConfig, CacheSet};
     use serde_json::json;
 
-    use super::condition_for;
+    use super::{condition_for, Objects, StatusWriter, MANAGER, WINDOW, WRITES_PER_WINDOW};
 
     fn schema(level: &str, conditions: serde_json::Value) -> serde_json::Value {
         json!({"metadata": {"name": "s"}, "spec": {"priorityLevelConfiguration": {"name": level}}, "status": {"conditions": conditions}})
@@ -304,5 +309,89 @@ mod tests {
         assert!(condition_for(&schema("there", json!([stored])), &HashSet::new()).is_some());
         // Another message (a level renamed in the spec) is a change too.
         assert!(condition_for(&schema("elsewhere", json!([stored])), &["elsewhere".to_owned()].into()).is_some());
+    }
+
+    /// A writer over real storage holding one FlowSchema `s` that names the missing level `gone`.
+    async fn writer_over_storage(dir: &std::path::Path) -> (StatusWriter, RestStore) {
+        let spec = catalog::find(super::GROUP, "v1", "flowschemas").unwrap();
+        let levels = catalog::find(super::GROUP, "v1", "prioritylevelconfigurations").unwrap();
+        let store: kapi_storage::DynStore = SqliteStore::open(&dir.join("kapi.db"), SqliteConfig::default()).unwrap();
+        let caches = CacheSet::start(store.clone(), vec![spec.key_prefix(), levels.key_prefix()], CacheConfig::default()).await.unwrap();
+        let rest = RestStore::new(store, caches);
+        let fs = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "s"},
+            "spec": {"priorityLevelConfiguration": {"name": "gone"}, "matchingPrecedence": 500,
+                     "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:authenticated"}}],
+                                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}});
+        rest.create(&CatalogStrategy(spec), None, fs, false, WriteHooks::default()).await.unwrap();
+        let objects: Objects = Arc::default();
+        let writer = StatusWriter { rest: rest.clone(), objects, recent: HashMap::new() };
+        (writer, rest)
+    }
+
+    /// The stored schema, also put where the writer looks (as the watch would).
+    async fn reload(writer: &StatusWriter, rest: &RestStore) -> serde_json::Value {
+        let spec = catalog::find(super::GROUP, "v1", "flowschemas").unwrap();
+        let stored = rest.get(&CatalogStrategy(spec), None, "s").await.unwrap();
+        writer.objects.lock().unwrap()[0].insert("s".into(), Arc::new(stored.clone()));
+        stored
+    }
+
+    #[tokio::test]
+    async fn a_schema_someone_keeps_flipping_gets_at_most_five_writes_a_minute() {
+        let dir = std::env::temp_dir().join(format!("kapi-apf-status-{}-{:?}", std::process::id(), std::time::SystemTime::now()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut writer, rest) = writer_over_storage(&dir).await;
+        let spec = catalog::find(super::GROUP, "v1", "flowschemas").unwrap();
+        let dangling = |obj: &serde_json::Value| obj["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Dangling").cloned());
+        let mut first = None;
+        for round in 0..=WRITES_PER_WINDOW {
+            let before = reload(&writer, &rest).await;
+            let again = writer.pass().await;
+            first.get_or_insert_with(tokio::time::Instant::now);
+            let after = reload(&writer, &rest).await;
+            if round < WRITES_PER_WINDOW {
+                assert!(again.is_none(), "round {round}");
+                let written = dangling(&after).unwrap_or_else(|| panic!("round {round}: {after}"));
+                assert_eq!((written["status"].as_str(), written["reason"].as_str()), (Some("True"), Some("NotFound")), "round {round}");
+                let ours = after["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == MANAGER).cloned().unwrap();
+                assert_eq!((ours["operation"].as_str(), ours["subresource"].as_str()), (Some("Apply"), Some("status")));
+                assert_eq!(after["spec"], before["spec"]);
+                // A pass with nothing to change writes nothing.
+                assert!(writer.pass().await.is_none());
+                assert_eq!(reload(&writer, &rest).await["metadata"]["resourceVersion"], after["metadata"]["resourceVersion"], "round {round}");
+            } else {
+                assert_eq!(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"], "a sixth write within the minute");
+                let at = again.expect("looks again once the window has room");
+                let wait = at.duration_since(first.unwrap());
+                assert!(wait <= WINDOW && wait > WINDOW - std::time::Duration::from_secs(10), "{wait:?}");
+            }
+            // Someone who disagrees (another replica's view) writes the opposite.
+            let flipped = json!({"type": "Dangling", "status": "False", "reason": "Found", "message": "theirs", "lastTransitionTime": "2024-01-01T00:00:00Z"});
+            rest.update_with(&CatalogStrategy(spec), None, "s", WriteTarget::Status, false, WriteHooks::default(), |cur| {
+                let mut next = cur.clone();
+                next["status"] = json!({"conditions": [flipped.clone()]});
+                Ok(next)
+            })
+            .await
+            .unwrap();
+        }
+        // Stale cached copies: the writer decides on what it reads, and writes nothing when it
+        // is already so.
+        let mut fresh = StatusWriter { rest: rest.clone(), objects: Arc::default(), recent: HashMap::new() };
+        let stale = reload(&fresh, &rest).await;
+        rest.update_with(&CatalogStrategy(spec), None, "s", WriteTarget::Status, false, WriteHooks::default(), |cur| {
+            let mut next = cur.clone();
+            next["status"] = json!({"conditions": [condition_for(cur, &HashSet::new()).unwrap()]});
+            Ok(next)
+        })
+        .await
+        .unwrap();
+        let settled = rest.get(&CatalogStrategy(spec), None, "s").await.unwrap();
+        assert_ne!(stale["metadata"]["resourceVersion"], settled["metadata"]["resourceVersion"]);
+        assert!(fresh.pass().await.is_none());
+        assert!(fresh.recent.is_empty(), "no write counted");
+        let now = rest.get(&CatalogStrategy(spec), None, "s").await.unwrap();
+        assert_eq!(now["metadata"]["resourceVersion"], settled["metadata"]["resourceVersion"]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
