@@ -381,6 +381,52 @@ impl QueueSet {
             q.next_dispatch_r = q.next_dispatch_r.max(oldest.arrival_r);
         }
     }
+
+    /// Requests running now (dispatched and not finished).
+    pub fn executing(&self) -> u32 {
+        self.executing
+    }
+
+    /// kube's `IsIdle`: nothing waits and nothing runs.
+    pub fn is_idle(&self) -> bool {
+        self.waiting == 0 && self.executing == 0
+    }
+
+    /// Each queue as it stands, in index order (kube's queue dump, for the debug endpoints).
+    pub fn queue_states(&self) -> Vec<QueueState> {
+        self.queues
+            .iter()
+            .map(|q| QueueState {
+                waiting: q.waiting.iter().map(|w| (w.id, w.seats)).collect(),
+                executing: q.executing,
+                seats_in_use: q.seats_in_use,
+                next_dispatch_r: q.next_dispatch_r,
+                waiting_work: q.waiting_work(),
+            })
+            .collect()
+    }
+}
+
+/// One queue of a [`QueueSet`] at a moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueState {
+    /// The waiting requests, oldest first, with their seats.
+    pub waiting: Vec<(RequestId, u32)>,
+    /// Requests dispatched from it and running.
+    pub executing: u32,
+    /// Their seats.
+    pub seats_in_use: u32,
+    /// The virtual time (seat-seconds) at which its next request may start.
+    pub next_dispatch_r: f64,
+    /// The estimated work of its waiting requests, in seat-seconds.
+    pub waiting_work: f64,
+}
+
+impl Running {
+    /// The queue it was dispatched from (None on a level that does not queue).
+    pub fn queue(&self) -> Option<usize> {
+        self.queue
+    }
 }
 
 /// kube's shuffle-sharding dealer: `hand_size` distinct queues of `deck_size`, drawn from the

@@ -138,6 +138,9 @@ async fn route(srv: &Arc<ApiServer>, info: &RequestInfo, parts: &http::request::
         "/version" => system::respond(),
         OPENID_CONFIG_PATH | JWKS_PATH => oidc_document(srv, path, is_get),
         "/metrics" | "/metrics/slis" => crate::metrics::respond(srv, path),
+        _ if parts.uri.path().starts_with(crate::flow_control::debug::PREFIX) => {
+            crate::flow_control::debug::respond(srv.flow_control.as_deref(), parts.uri.path(), &query)
+        }
         p if p == "/healthz" || p == "/livez" || p == "/readyz" || p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {
             crate::health::respond(&srv.health, p, &query).await
         }

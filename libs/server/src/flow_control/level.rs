@@ -8,10 +8,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use kapi_flowcontrol::config::Queuing;
-use kapi_flowcontrol::queueset::RequestId;
+use kapi_flowcontrol::queueset::{QueueState, RequestId};
 use kapi_flowcontrol::{Arrival, QueueSet, Running};
 use tokio::sync::oneshot;
 
@@ -19,12 +19,102 @@ use tokio::sync::oneshot;
 pub struct Level {
     /// The time origin of the set's clock.
     origin: Instant,
+    /// The level's name, for its `current_limit_seats` series ("" for none).
+    name: String,
     inner: Mutex<Inner>,
 }
 
 struct Inner {
     set: QueueSet,
     waiters: HashMap<RequestId, oneshot::Sender<Running>>,
+    /// What the debug dumps show of the described requests, from arrival until they finish.
+    described: HashMap<RequestId, Described>,
+    /// kube's per-level totals of its `dump_priority_levels`.
+    totals: Totals,
+}
+
+/// What kube's `dump_requests` shows of a request. The filter writes it once per request of a
+/// limited level; the level keeps it beside the request's waiter while it waits and runs.
+#[derive(Debug, Clone)]
+pub struct RequestDescription {
+    /// The matching FlowSchema.
+    pub flow_schema: String,
+    /// The requester.
+    pub user: String,
+    /// kube's request info: verb, path, namespace, name, group, version, resource, subresource.
+    pub verb: String,
+    /// The URL path.
+    pub path: String,
+    /// Namespace ("" for none).
+    pub namespace: String,
+    /// Object name ("" for none).
+    pub name: String,
+    /// API group ("" for the core group).
+    pub api_group: String,
+    /// API version ("" for non-resource requests).
+    pub api_version: String,
+    /// Resource.
+    pub resource: String,
+    /// Subresource.
+    pub subresource: String,
+    /// When it reached the filter.
+    pub arrived: SystemTime,
+    /// The seats it takes while it runs.
+    pub initial_seats: u32,
+    /// The seats it keeps after its answer (kube's final seats; 0 when it keeps none).
+    pub final_seats: u32,
+    /// How long it keeps them (kube's additional latency).
+    pub additional_latency: Duration,
+}
+
+#[derive(Debug)]
+struct Described {
+    description: Box<RequestDescription>,
+    /// When it was dispatched, and from which queue.
+    started: Option<(SystemTime, Option<usize>)>,
+}
+
+/// kube's counts of a level's requests since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Dispatched (at arrival or from a queue).
+    pub dispatched: u64,
+    /// Refused at arrival (queue full, or no seats on a level that does not queue).
+    pub rejected: u64,
+    /// Left their queue when their wait ran out.
+    pub timed_out: u64,
+    /// Left their queue because their client went away.
+    pub cancelled: u64,
+}
+
+/// A level as kube's debug endpoints show it.
+#[derive(Debug, Clone)]
+pub struct LevelDump {
+    /// Its queues, by index (none for a level that does not queue).
+    pub queues: Vec<QueueState>,
+    /// Requests waiting.
+    pub waiting: usize,
+    /// Requests running.
+    pub executing: u32,
+    /// Nothing waits and nothing runs.
+    pub idle: bool,
+    /// Its totals.
+    pub totals: Totals,
+    /// The described requests: waiting ones queue by queue in queue order, then running ones.
+    pub requests: Vec<RequestDump>,
+}
+
+/// One described request of a [`LevelDump`].
+#[derive(Debug, Clone)]
+pub struct RequestDump {
+    /// The queue it waits in or was dispatched from (None on a level that does not queue).
+    pub queue: Option<usize>,
+    /// Its place in its queue; None once it runs.
+    pub position: Option<usize>,
+    /// When it was dispatched (None while it waits).
+    pub started: Option<SystemTime>,
+    /// What it is.
+    pub description: RequestDescription,
 }
 
 impl std::fmt::Debug for Level {
@@ -47,9 +137,19 @@ impl Level {
     /// A level with `limit` seats, of which wide requests leave `headroom` to narrow ones;
     /// `queuing` None for levels that reject at once.
     pub fn new(queuing: Option<Queuing>, limit: u32, headroom: u32) -> Arc<Level> {
+        Level::named("", queuing, limit, headroom)
+    }
+
+    /// As [`Level::new`], for the level called `name`, whose limit is exported as kube's
+    /// `apiserver_flowcontrol_current_limit_seats` whenever it is set.
+    pub fn named(name: &str, queuing: Option<Queuing>, limit: u32, headroom: u32) -> Arc<Level> {
         let mut set = QueueSet::new(queuing, limit, 0.0);
         set.set_headroom(0.0, headroom);
-        Arc::new(Level { origin: Instant::now(), inner: Mutex::new(Inner { set, waiters: HashMap::new() }) })
+        if !name.is_empty() {
+            crate::metrics::flowcontrol_current_limit(name, limit);
+        }
+        let inner = Inner { set, waiters: HashMap::new(), described: HashMap::new(), totals: Totals::default() };
+        Arc::new(Level { origin: Instant::now(), name: name.to_owned(), inner: Mutex::new(inner) })
     }
 
     fn now(&self) -> f64 {
@@ -68,6 +168,9 @@ impl Level {
         inner.set.set_headroom(now, headroom);
         inner.set.set_limit(now, limit);
         inner.deliver(now);
+        if !self.name.is_empty() {
+            crate::metrics::flowcontrol_current_limit(&self.name, limit);
+        }
     }
 
     /// Closes the level's seat-demand period and returns its smoothed statistics (for
@@ -90,25 +193,63 @@ impl Level {
 
     /// Request `id` of the flow hashed `flow_hash` arrives, needing `seats`.
     pub fn arrive(self: &Arc<Self>, id: RequestId, flow_hash: u64, seats: u32) -> Admission {
+        self.admit(id, flow_hash, seats, None)
+    }
+
+    /// As [`Level::arrive`], keeping `description` for the debug dumps while it waits and runs.
+    pub fn arrive_described(self: &Arc<Self>, id: RequestId, flow_hash: u64, seats: u32, description: RequestDescription) -> Admission {
+        self.admit(id, flow_hash, seats, Some(Box::new(description)))
+    }
+
+    fn admit(self: &Arc<Self>, id: RequestId, flow_hash: u64, seats: u32, description: Option<Box<RequestDescription>>) -> Admission {
         let now = self.now();
         let (tx, rx) = oneshot::channel();
         let mut inner = self.lock();
         inner.waiters.insert(id, tx);
+        if let Some(description) = description {
+            inner.described.insert(id, Described { description, started: None });
+        }
         let arrival = inner.set.arrive(now, id, flow_hash, seats);
         inner.deliver(now);
         if arrival == Arrival::Rejected {
             inner.waiters.remove(&id);
+            inner.described.remove(&id);
+            inner.totals.rejected += 1;
             return Admission::Rejected;
         }
-        Admission::Admitted(Ticket { level: self.clone(), id, rx: Some(rx) })
+        Admission::Admitted(Ticket { level: self.clone(), id, rx: Some(rx), queued: arrival == Arrival::Queued })
     }
 
     /// A seat is free again: dispatch what waits.
     fn finish(&self, running: Running) {
         let now = self.now();
         let mut inner = self.lock();
+        inner.described.remove(&running.id);
         inner.set.finish(now, running);
         inner.deliver(now);
+    }
+
+    /// The level as kube's debug endpoints show it, taken under one lock.
+    pub fn dump(&self) -> LevelDump {
+        let inner = self.lock();
+        let queues = inner.set.queue_states();
+        let mut requests = Vec::new();
+        for (index, queue) in queues.iter().enumerate() {
+            for (position, (id, _)) in queue.waiting.iter().enumerate() {
+                if let Some(d) = inner.described.get(id) {
+                    requests.push(RequestDump { queue: Some(index), position: Some(position), started: None, description: (*d.description).clone() });
+                }
+            }
+        }
+        let mut running: Vec<RequestDump> = inner
+            .described
+            .values()
+            .filter_map(|d| d.started.map(|(at, queue)| RequestDump { queue, position: None, started: Some(at), description: (*d.description).clone() }))
+            .collect();
+        // Queue by queue (queueless last), each in order of arrival.
+        running.sort_by_key(|r| (r.queue.is_none(), r.queue, r.description.arrived));
+        requests.extend(running);
+        LevelDump { waiting: inner.set.waiting(), executing: inner.set.executing(), idle: inner.set.is_idle(), totals: inner.totals, queues, requests }
     }
 }
 
@@ -123,11 +264,16 @@ impl Inner {
                 return;
             }
             for running in dispatched {
+                self.totals.dispatched += 1;
+                if let Some(d) = self.described.get_mut(&running.id) {
+                    d.started = Some((SystemTime::now(), running.queue()));
+                }
                 let unclaimed = match self.waiters.remove(&running.id) {
                     Some(tx) => tx.send(running).err(),
                     None => Some(running),
                 };
                 if let Some(running) = unclaimed {
+                    self.described.remove(&running.id);
                     self.set.finish(now, running);
                 }
             }
@@ -143,9 +289,16 @@ pub struct Ticket {
     id: RequestId,
     /// None once the ticket turned into a seat or left its queue.
     rx: Option<oneshot::Receiver<Running>>,
+    /// It went into a queue on arrival (else it was dispatched at once).
+    queued: bool,
 }
 
 impl Ticket {
+    /// Whether the request waits in a queue (it was not dispatched on arrival).
+    pub fn queued(&self) -> bool {
+        self.queued
+    }
+
     /// Waits until the request is dispatched, at most `limit`; None when it timed out and left
     /// its queue.
     pub async fn wait(mut self, limit: Duration) -> Option<Seat> {
@@ -157,7 +310,7 @@ impl Ticket {
             Ok(Ok(running)) => Some(self.seat(running)),
             // The sender is only dropped after a send (or a rejection, which never makes a ticket).
             Ok(Err(_)) => None,
-            Err(_) => self.leave().map(|running| self.seat(running)),
+            Err(_) => self.leave(true).map(|running| self.seat(running)),
         }
     }
 
@@ -166,12 +319,19 @@ impl Ticket {
         Seat { level: self.level.clone(), running: Some(running) }
     }
 
-    /// Leaves the queue; when the request was dispatched meanwhile, its place instead.
-    fn leave(&mut self) -> Option<Running> {
+    /// Leaves the queue (its wait ran out, or its client left); when the request was
+    /// dispatched meanwhile, its place instead.
+    fn leave(&mut self, timed_out: bool) -> Option<Running> {
         let mut rx = self.rx.take()?;
         let mut inner = self.level.lock();
         if inner.set.cancel(self.id) {
             inner.waiters.remove(&self.id);
+            inner.described.remove(&self.id);
+            if timed_out {
+                inner.totals.timed_out += 1;
+            } else {
+                inner.totals.cancelled += 1;
+            }
             return None;
         }
         // Not waiting any more: it was dispatched, and its place was sent under this lock.
@@ -182,7 +342,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if let Some(running) = self.leave() {
+        if let Some(running) = self.leave(false) {
             self.level.finish(running);
         }
     }
@@ -263,6 +423,27 @@ mod tests {
         assert_eq!(level.load(), (1, 0));
         assert!(last.wait(Duration::from_millis(10)).await.is_some());
         assert_eq!(level.load(), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn the_dump_counts_what_became_of_each_request() {
+        let level = Level::new(Some(ONE_QUEUE), 1, 0);
+        let running = admitted(level.arrive(1, 7, 1)).wait(Duration::from_secs(1)).await.unwrap();
+        let timed_out = admitted(level.arrive(2, 7, 1));
+        let cancelled = admitted(level.arrive(3, 7, 1));
+        assert!(timed_out.queued() && cancelled.queued());
+        assert!(matches!(level.arrive(4, 7, 1), Admission::Rejected));
+        let dump = level.dump();
+        assert_eq!((dump.waiting, dump.executing, dump.idle), (2, 1, false));
+        assert_eq!(dump.queues.len(), 1);
+        assert_eq!((dump.queues[0].waiting.clone(), dump.queues[0].executing, dump.queues[0].seats_in_use), (vec![(2, 1), (3, 1)], 1, 1));
+        assert!(dump.requests.is_empty(), "nothing was described");
+        assert!(timed_out.wait(Duration::from_millis(10)).await.is_none());
+        drop(cancelled);
+        drop(running);
+        let dump = level.dump();
+        assert!(dump.idle);
+        assert_eq!(dump.totals, super::Totals { dispatched: 1, rejected: 1, timed_out: 1, cancelled: 1 });
     }
 
     #[tokio::test]

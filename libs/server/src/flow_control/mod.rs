@@ -12,6 +12,7 @@
 
 pub mod borrowing;
 pub mod controller;
+pub mod debug;
 pub mod level;
 pub mod producer;
 
@@ -100,10 +101,19 @@ impl Snapshot {
                     queues.set_limit(limits.nominal, limits.headroom());
                     queues.clone()
                 }
-                _ => Level::new(level.queuing, limits.nominal, limits.headroom()),
+                _ => Level::named(&level.name, level.queuing, limits.nominal, limits.headroom()),
             });
+            // kube's limit series; a limited level's current limit follows its queues' (borrowing
+            // moves it), an exempt level is never limited and keeps its nominal seats.
+            crate::metrics::flowcontrol_level_limits(&level.name, limits.nominal, limits.min, limits.max);
+            if queues.is_none() {
+                crate::metrics::flowcontrol_current_limit(&level.name, limits.nominal);
+            }
             let uid = level_uids.get(level.name.as_str()).cloned().unwrap_or_default();
             entries.insert(level.name.clone(), LevelEntry { uid, config: level.clone(), limits, queues });
+        }
+        for gone in previous.levels.keys().filter(|name| !entries.contains_key(*name)) {
+            crate::metrics::flowcontrol_forget_level(gone);
         }
         let schema_uids = schemas.iter().map(|s| (name_of(s).to_owned(), uid_of(s))).collect();
         Snapshot { config, schema_uids, levels: entries }

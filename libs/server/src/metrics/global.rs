@@ -2,10 +2,12 @@
 //! writer): process-wide, as kube's legacy registry, and registered into every server's
 //! registry (tests that run several servers in one process share them).
 
-use std::sync::LazyLock;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, RwLock};
+use std::time::{Duration, Instant};
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Registry};
+use prometheus::core::Collector;
+use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry};
 
 use super::{opts, register};
 
@@ -18,6 +20,14 @@ struct Global {
     flowcontrol_dispatched: IntCounterVec,
     flowcontrol_rejected: IntCounterVec,
     flowcontrol_wait: HistogramVec,
+    flowcontrol_inqueue_requests: IntGaugeVec,
+    flowcontrol_inqueue_seats: IntGaugeVec,
+    flowcontrol_executing_requests: IntGaugeVec,
+    flowcontrol_executing_seats: IntGaugeVec,
+    flowcontrol_nominal_limit: IntGaugeVec,
+    flowcontrol_lower_limit: IntGaugeVec,
+    flowcontrol_upper_limit: IntGaugeVec,
+    flowcontrol_current_limit: IntGaugeVec,
     rest_client_requests: IntCounterVec,
     rest_client_duration: HistogramVec,
     audit_events: IntCounter,
@@ -71,6 +81,54 @@ static GLOBAL: LazyLock<Global> = LazyLock::new(|| Global {
         ))
         .buckets(vec![0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0]),
         &["flow_schema", "priority_level", "execute"],
+    )
+    .expect("metric definition"),
+    flowcontrol_inqueue_requests: IntGaugeVec::new(
+        opts("apiserver_flowcontrol_current_inqueue_requests", "BETA", "Number of requests currently pending in queues of the API Priority and Fairness subsystem"),
+        &["priority_level", "flow_schema"],
+    )
+    .expect("metric definition"),
+    flowcontrol_inqueue_seats: IntGaugeVec::new(
+        opts("apiserver_flowcontrol_current_inqueue_seats", "ALPHA", "Number of seats currently pending in queues of the API Priority and Fairness subsystem"),
+        &["priority_level", "flow_schema"],
+    )
+    .expect("metric definition"),
+    flowcontrol_executing_requests: IntGaugeVec::new(
+        opts(
+            "apiserver_flowcontrol_current_executing_requests",
+            "BETA",
+            "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API Priority and Fairness subsystem",
+        ),
+        &["priority_level", "flow_schema"],
+    )
+    .expect("metric definition"),
+    flowcontrol_executing_seats: IntGaugeVec::new(
+        opts(
+            "apiserver_flowcontrol_current_executing_seats",
+            "BETA",
+            "Concurrency (number of seats) occupied by the currently executing (initial stage for a WATCH, any stage otherwise) requests in the API Priority and Fairness subsystem",
+        ),
+        &["priority_level", "flow_schema"],
+    )
+    .expect("metric definition"),
+    flowcontrol_nominal_limit: IntGaugeVec::new(
+        opts("apiserver_flowcontrol_nominal_limit_seats", "BETA", "Nominal number of execution seats configured for each priority level"),
+        &["priority_level"],
+    )
+    .expect("metric definition"),
+    flowcontrol_lower_limit: IntGaugeVec::new(
+        opts("apiserver_flowcontrol_lower_limit_seats", "ALPHA", "Configured lower bound on number of execution seats available to each priority level"),
+        &["priority_level"],
+    )
+    .expect("metric definition"),
+    flowcontrol_upper_limit: IntGaugeVec::new(
+        opts("apiserver_flowcontrol_upper_limit_seats", "ALPHA", "Configured upper bound on number of execution seats available to each priority level"),
+        &["priority_level"],
+    )
+    .expect("metric definition"),
+    flowcontrol_current_limit: IntGaugeVec::new(
+        opts("apiserver_flowcontrol_current_limit_seats", "ALPHA", "current derived number of execution seats available to each priority level"),
+        &["priority_level"],
     )
     .expect("metric definition"),
     rest_client_requests: IntCounterVec::new(
@@ -153,6 +211,14 @@ pub(super) fn register_into(registry: &Registry) {
     register(registry, GLOBAL.flowcontrol_dispatched.clone());
     register(registry, GLOBAL.flowcontrol_rejected.clone());
     register(registry, GLOBAL.flowcontrol_wait.clone());
+    register(registry, GLOBAL.flowcontrol_inqueue_requests.clone());
+    register(registry, GLOBAL.flowcontrol_inqueue_seats.clone());
+    register(registry, GLOBAL.flowcontrol_executing_requests.clone());
+    register(registry, GLOBAL.flowcontrol_executing_seats.clone());
+    register(registry, GLOBAL.flowcontrol_nominal_limit.clone());
+    register(registry, GLOBAL.flowcontrol_lower_limit.clone());
+    register(registry, GLOBAL.flowcontrol_upper_limit.clone());
+    register(registry, GLOBAL.flowcontrol_current_limit.clone());
     register(registry, GLOBAL.rest_client_requests.clone());
     register(registry, GLOBAL.rest_client_duration.clone());
     register(registry, GLOBAL.audit_events.clone());
@@ -242,6 +308,131 @@ pub fn flowcontrol_dispatched(schema: &str, level: &str, waited: std::time::Dura
 pub fn flowcontrol_rejected(schema: &str, level: &str, reason: &str, waited: std::time::Duration) {
     GLOBAL.flowcontrol_rejected.with_label_values(&[schema, level, reason]).inc();
     GLOBAL.flowcontrol_wait.with_label_values(&[schema, level, "false"]).observe(waited.as_secs_f64());
+}
+
+/// The four request gauges of one flow schema in one priority level, resolved once and shared
+/// by every request of the pair: the hot path then only adds and subtracts.
+#[derive(Debug)]
+pub struct FlowGauges {
+    inqueue_requests: IntGauge,
+    inqueue_seats: IntGauge,
+    executing_requests: IntGauge,
+    executing_seats: IntGauge,
+}
+
+/// A level's flows' gauges, by schema.
+type LevelFlows = HashMap<String, Arc<FlowGauges>>;
+
+/// The pairs seen so far, by level then schema (lookups borrow the request's names).
+static FLOW_GAUGES: LazyLock<RwLock<HashMap<String, LevelFlows>>> = LazyLock::new(Default::default);
+
+/// API Priority and Fairness: the request gauges of `schema` in `level`.
+pub fn flowcontrol_flow(level: &str, schema: &str) -> Arc<FlowGauges> {
+    if let Some(found) = FLOW_GAUGES.read().unwrap_or_else(|e| e.into_inner()).get(level).and_then(|s| s.get(schema)) {
+        return found.clone();
+    }
+    let mut all = FLOW_GAUGES.write().unwrap_or_else(|e| e.into_inner());
+    let labels = [level, schema];
+    all.entry(level.to_owned())
+        .or_default()
+        .entry(schema.to_owned())
+        .or_insert_with(|| {
+            Arc::new(FlowGauges {
+                inqueue_requests: GLOBAL.flowcontrol_inqueue_requests.with_label_values(&labels),
+                inqueue_seats: GLOBAL.flowcontrol_inqueue_seats.with_label_values(&labels),
+                executing_requests: GLOBAL.flowcontrol_executing_requests.with_label_values(&labels),
+                executing_seats: GLOBAL.flowcontrol_executing_seats.with_label_values(&labels),
+            })
+        })
+        .clone()
+}
+
+impl FlowGauges {
+    /// A request of `seats` waits in a queue until the guard drops.
+    pub fn in_queue(self: &Arc<Self>, seats: u32) -> InQueue {
+        self.inqueue_requests.inc();
+        self.inqueue_seats.add(i64::from(seats));
+        InQueue { gauges: self.clone(), seats }
+    }
+
+    /// A request runs on `seats` until the guard drops; the seats stay counted `linger` longer
+    /// (kube's final phase of a write, whose seats are released after its additional latency).
+    pub fn executing(self: &Arc<Self>, seats: u32, linger: Duration) -> Executing {
+        self.executing_requests.inc();
+        self.executing_seats.add(i64::from(seats));
+        Executing { gauges: self.clone(), seats, linger }
+    }
+}
+
+/// A request counted in its queue.
+#[derive(Debug)]
+pub struct InQueue {
+    gauges: Arc<FlowGauges>,
+    seats: u32,
+}
+
+impl Drop for InQueue {
+    fn drop(&mut self) {
+        self.gauges.inqueue_requests.dec();
+        self.gauges.inqueue_seats.sub(i64::from(self.seats));
+    }
+}
+
+/// A request counted as executing.
+#[derive(Debug)]
+pub struct Executing {
+    gauges: Arc<FlowGauges>,
+    seats: u32,
+    linger: Duration,
+}
+
+impl Drop for Executing {
+    fn drop(&mut self) {
+        self.gauges.executing_requests.dec();
+        let seats = i64::from(self.seats);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !self.linger.is_zero() => {
+                let (gauges, linger) = (self.gauges.clone(), self.linger);
+                runtime.spawn(async move {
+                    tokio::time::sleep(linger).await;
+                    gauges.executing_seats.sub(seats);
+                });
+            }
+            _ => self.gauges.executing_seats.sub(seats),
+        }
+    }
+}
+
+/// API Priority and Fairness: a level's configured bounds (kube's nominal, lower and upper
+/// limit seats).
+pub fn flowcontrol_level_limits(level: &str, nominal: u32, lower: u32, upper: u32) {
+    GLOBAL.flowcontrol_nominal_limit.with_label_values(&[level]).set(i64::from(nominal));
+    GLOBAL.flowcontrol_lower_limit.with_label_values(&[level]).set(i64::from(lower));
+    GLOBAL.flowcontrol_upper_limit.with_label_values(&[level]).set(i64::from(upper));
+}
+
+/// API Priority and Fairness: the seats a level may use now (its nominal limit moved by
+/// borrowing).
+pub fn flowcontrol_current_limit(level: &str, seats: u32) {
+    GLOBAL.flowcontrol_current_limit.with_label_values(&[level]).set(i64::from(seats));
+}
+
+/// API Priority and Fairness: a level left the configuration; its limit series go with it
+/// (its request gauges stay: requests it still holds finish and bring them back to 0).
+pub fn flowcontrol_forget_level(level: &str) {
+    for vec in [&GLOBAL.flowcontrol_nominal_limit, &GLOBAL.flowcontrol_lower_limit, &GLOBAL.flowcontrol_upper_limit, &GLOBAL.flowcontrol_current_limit] {
+        let _ = vec.remove_label_values(&[level]);
+    }
+}
+
+/// API Priority and Fairness: (requests executing now, requests dispatched so far) of `level`
+/// summed over its flow schemas, as the process-wide series have them (for the debug dump of
+/// exempt levels, which keep no per-request state).
+pub fn flowcontrol_level_totals(level: &str) -> (i64, u64) {
+    let of_level = |m: &prometheus::proto::Metric| m.get_label().iter().any(|l| l.name() == "priority_level" && l.value() == level);
+    let executing = GLOBAL.flowcontrol_executing_requests.collect().iter().flat_map(|f| f.get_metric()).filter(|m| of_level(m)).map(|m| m.get_gauge().get_value() as i64).sum();
+    let dispatched = GLOBAL.flowcontrol_dispatched.collect().iter().flat_map(|f| f.get_metric()).filter(|m| of_level(m)).map(|m| m.get_counter().get_value() as u64).sum();
+    (executing, dispatched)
 }
 
 /// client-go's request metrics for the webhooks kapi calls (admission, conversion,
