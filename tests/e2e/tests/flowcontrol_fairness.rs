@@ -25,7 +25,7 @@ const QUEUES: u64 = 128;
 const NAMESPACES: [&str; 3] = ["ns-a", "ns-b", "ns-c"];
 /// Before counting, the queues fill; then answers are counted for the window.
 const WARMUP: Duration = Duration::from_secs(2);
-const WINDOW: Duration = Duration::from_secs(8);
+const WINDOW: Duration = Duration::from_secs(10);
 
 fn cert(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
     match kapi.issue_client_cert(user, &[]) {
