@@ -11,9 +11,9 @@
 //! while its level does not exist (the schema is then skipped in matching, as kube skips it),
 //! "False" (`Found`) once it does. As kube's controller, a write is a forced server-side apply
 //! of status under `api-priority-and-fairness-config-consumer-v1`, made only when the stored
-//! condition's status, reason or message differ, and at most [`WRITES_PER_WINDOW`] times per
+//! condition's status, reason or message differ, and at most `WRITES_PER_WINDOW` (5) times per
 //! schema a minute, so that replicas that disagree (during an upgrade) cannot fight at full
-//! speed. The writes run in their own task ([`StatusWriter`]), never under the objects' lock
+//! speed. The writes run in their own task (`StatusWriter`), never under the objects' lock
 //! nor in the watch loop, which only wakes it; each decides from the object it writes (a
 //! stale cached copy conflicts and is read again), so several replicas converge on one write.
 //! The mandatory objects imagined before they are stored have no status to write.
