@@ -162,7 +162,8 @@ pub(crate) struct Cli {
     pub(crate) max_mutating_requests_inflight: usize,
     /// API Priority and Fairness: requests are classified by FlowSchemas and queued fairly per
     /// priority level, which share the sum of both in-flight limits (instead of the two limits).
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    /// On by default, as in kube; `=false` restores the two max-in-flight limits.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub(crate) enable_priority_and_fairness: bool,
     /// Ordered list of authorization modes (comma-separated): RBAC, Node, Webhook, AlwaysAllow,
     /// AlwaysDeny (default RBAC). Members of system:masters are always allowed.

@@ -103,13 +103,17 @@ fn lines(list: &[&str]) -> String {
     list.iter().map(|l| format!("{l}\n")).collect()
 }
 
-const HOOKS: [&str; 13] = [
+const HOOKS: [&str; 16] = [
     "poststarthook/start-system-namespaces-controller",
     "poststarthook/bootstrap-controller",
     "poststarthook/rbac/bootstrap-roles",
     "poststarthook/start-cluster-authentication-info-controller",
     "poststarthook/scheduling/bootstrap-system-priority-classes",
     "poststarthook/start-kube-apiserver-identity-lease-controller",
+    // API Priority and Fairness, on by default as in kube.
+    "poststarthook/priority-and-fairness-config-producer",
+    "poststarthook/priority-and-fairness-config-consumer",
+    "poststarthook/priority-and-fairness-filter",
     // The aggregator's, as kube-aggregator registers them.
     "poststarthook/start-kube-aggregator-informers",
     "poststarthook/apiservice-status-local-available-controller",

@@ -162,8 +162,9 @@ fn mixin_availability(window: &str) -> String {
 
 #[test]
 fn kube_dashboards_and_mixin_rules_read_kapi() {
-    // A tiny read budget, so that a burst by a user outside system:masters meets kube's 429.
-    let kapi = Kapi::start_with(&["--max-requests-inflight", "1"]).expect("kapi");
+    // A tiny read budget (max-in-flight's, APF off), so that a burst by a user outside
+    // system:masters meets kube's 429.
+    let kapi = Kapi::start_with(&["--max-requests-inflight", "1", "--enable-priority-and-fairness=false"]).expect("kapi");
     let data = tempfile::Builder::new().prefix("kapi-prom-").tempdir().expect("data dir");
     let (mut prometheus, port) = start_prometheus(data.path(), &kapi.pki_dir(), &[kapi.port()]);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dashboards(&kapi, port)));

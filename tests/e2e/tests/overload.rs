@@ -61,7 +61,8 @@ fn curl_discarding(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str) -> (u16, 
 
 #[test]
 fn a_burst_of_slow_lists_gets_429_with_retry_after_and_watches_keep_working() {
-    let kapi = Kapi::start_with(&["--max-requests-inflight", BUDGET]).expect("start kapi");
+    // max-in-flight's budget (APF, on by default, has its own tests in flowcontrol.rs).
+    let kapi = Kapi::start_with(&["--max-requests-inflight", BUDGET, "--enable-priority-and-fairness=false"]).expect("start kapi");
     let loader = limited_user(&kapi, "loader", "view");
     let ns = "/api/v1/namespaces/default/configmaps";
     // Lists are slow the way big lists are: 40 objects of 512 KiB make a 21 MB answer to encode
@@ -126,7 +127,7 @@ fn trickle(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str, sent: &mpsc::Send
 
 #[test]
 fn a_body_trickling_past_the_deadline_gets_504_and_frees_its_in_flight_slot() {
-    let kapi = Kapi::start_with(&["--max-mutating-requests-inflight", "1"]).expect("start kapi");
+    let kapi = Kapi::start_with(&["--max-mutating-requests-inflight", "1", "--enable-priority-and-fairness=false"]).expect("start kapi");
     let writer = limited_user(&kapi, "writer", "edit");
     let ns = "/api/v1/namespaces/default/configmaps";
     let probe = || {

@@ -211,7 +211,7 @@ impl Default for Options {
             watch_cache_size: 4096,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
-            enable_priority_and_fairness: false,
+            enable_priority_and_fairness: true,
             authorization_modes: vec![AuthorizationMode::Rbac],
             anonymous_auth: true,
             token_auth_file: None,
