@@ -2,7 +2,8 @@
 //! and PriorityLevelConfigurations are stored and kept (a deleted or changed mandatory object
 //! comes back), every answer names its FlowSchema and priority level by UID, and a level that
 //! rejects answers a burst with kube's 429 while system:masters (the exempt level) is never
-//! limited.
+//! limited. The 429's `Retry-After` is the level's, as kube computes it: 1 s at first, doubled
+//! while the level keeps rejecting, a second less after a quiet spell.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -147,6 +148,11 @@ fn burst(kapi: &Kapi, cert: &(PathBuf, PathBuf), path: &str, n: usize) -> Vec<(u
     })
 }
 
+/// The `Retry-After` of a 429 (lowercased headers), in seconds.
+fn retry_after(headers: &str) -> u64 {
+    header(headers, "retry-after: ").and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no Retry-After seconds in {headers}"))
+}
+
 #[test]
 fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
     let (kapi, loader, tiny) = loader_on_a_tiny_level(json!({"type": "Reject"}));
@@ -164,8 +170,12 @@ fn a_rejecting_level_answers_a_burst_429_and_masters_are_never_limited() {
     assert!(ok >= 1, "the level's seat serves someone");
     assert!(refused.len() >= 15, "30 concurrent lists on one seat that rejects: {} refused", refused.len());
     let refused_count = refused.len();
+    // kube's Retry-After starts at 1 for a level that never rejected; the burst's later
+    // refusals, a second on, may already be told 2.
+    let waits: Vec<u64> = refused.iter().map(|(_, headers, _)| retry_after(headers)).collect();
+    assert_eq!(waits.iter().min(), Some(&1), "{waits:?}");
+    assert!(waits.iter().all(|w| [1, 2, 4].contains(w)), "{waits:?}");
     for (_, headers, body) in refused {
-        assert_eq!(header(headers, "retry-after: "), Some("1"), "{headers}");
         assert_eq!(body, "Too many requests, please try again later.\n");
         assert_eq!((header(headers, SCHEMA_HEADER), header(headers, LEVEL_HEADER)), (Some(tiny.0.as_str()), Some(tiny.1.as_str())), "{headers}");
     }
@@ -205,4 +215,51 @@ fn a_queuing_level_runs_a_burst_in_turn_and_refuses_what_waits_past_its_deadline
         .and_then(|v| v.parse::<f64>().ok());
     assert_eq!(timed_out, Some(refused.len() as f64), "the time-outs are counted");
     assert!(hurried.iter().all(|r| r.0 == 200 || r.0 == 429 || r.0 == 504), "{:?}", hurried.iter().map(|r| r.0).collect::<Vec<_>>());
+}
+
+
+#[test]
+fn retry_after_grows_while_a_level_keeps_rejecting_and_comes_down_after() {
+    let (kapi, loader, _) = loader_on_a_tiny_level(json!({"type": "Reject"}));
+    // Six clients list without pause: the one seat is always taken, so the level refuses
+    // dozens of requests a second. kube doubles its Retry-After (1, 2, 4, ...) at most once per
+    // Retry-After seconds while at least three refusals a second of it keep coming.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let started = std::time::Instant::now();
+    let waits = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && started.elapsed() < Duration::from_secs(20) {
+                    let (status, headers, _) = get(&kapi, &loader, NS);
+                    if status == 429 {
+                        let wait = retry_after(&headers);
+                        let mut waits = waits.lock().unwrap();
+                        waits.push(wait);
+                        if wait >= 4 {
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let waits = waits.into_inner().unwrap();
+    eprintln!("{} refusals in {:?}", waits.len(), started.elapsed());
+    assert_eq!(waits.iter().min(), Some(&1), "a level that never rejected says 1: {waits:?}");
+    let peak = waits.iter().copied().max().unwrap_or(0);
+    assert!(peak >= 4, "sustained refusals must double it twice: {waits:?}");
+    // While the load lasts it only grows, by doubling.
+    assert!(waits.iter().all(|w| [1, 2, 4, 8].contains(w)), "{waits:?}");
+
+    // A quiet spell longer than the current Retry-After: the next refusals find no recent ones
+    // and are told a second less.
+    std::thread::sleep(Duration::from_secs(peak + 2));
+    let refusals: Vec<u64> = (0..5)
+        .flat_map(|_| burst(&kapi, &loader, NS, 6))
+        .filter(|(status, _, _)| *status == 429)
+        .map(|(_, headers, _)| retry_after(&headers))
+        .collect();
+    assert!(!refusals.is_empty(), "bursts of 6 lists on one seat are refused");
+    assert_eq!(refusals[0], peak - 1, "after the quiet spell: {refusals:?} (peak {peak})");
 }

@@ -47,9 +47,17 @@ impl Drop for Slot {
     }
 }
 
-/// kube's `tooManyRequests`.
+/// kube's `tooManyRequests` as max-in-flight sends it: always `Retry-After: 1`.
 pub(crate) fn too_many_requests() -> Response<Body> {
-    response::too_many_requests("Too many requests, please try again later.", "1")
+    too_many_requests_after(1)
+}
+
+/// kube's `tooManyRequests` asking the client to wait `seconds` (priority and fairness sends
+/// its level's value, which grows while the level keeps rejecting).
+pub(crate) fn too_many_requests_after(seconds: u64) -> Response<Body> {
+    let mut resp = response::too_many_requests("Too many requests, please try again later.", "1");
+    resp.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+    resp
 }
 
 async fn run<S>(srv: Arc<ApiServer>, inner: S, req: Request<Incoming>) -> Response<Body>
@@ -104,7 +112,7 @@ filter!(
 mod tests {
     use http_body_util::BodyExt;
 
-    use super::too_many_requests;
+    use super::{too_many_requests, too_many_requests_after};
 
     #[tokio::test]
     async fn refusals_are_kubes_plain_text_429() {
@@ -112,6 +120,15 @@ mod tests {
         assert_eq!(resp.status(), 429);
         assert_eq!(resp.headers()["retry-after"], "1");
         assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"Too many requests, please try again later.\n");
+    }
+
+    #[tokio::test]
+    async fn a_longer_wait_changes_only_retry_after() {
+        let resp = too_many_requests_after(8);
+        assert_eq!(resp.status(), 429);
+        assert_eq!(resp.headers()["retry-after"], "8");
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"Too many requests, please try again later.\n");
     }

@@ -116,7 +116,9 @@ where
             if seat.is_none() {
                 crate::metrics::flowcontrol_rejected(&decision.schema, &decision.level, reason, arrived.elapsed());
                 super::drain_body(req.into_body(), srv.options.max_body_bytes).await;
-                return with_headers(super::max_in_flight::too_many_requests(), &decision.schema_uid, &decision.level_uid);
+                // kube's Retry-After: the level's, grown by its recent rejections (this one counted).
+                let retry_after = fc.dropped().reject(&decision.level);
+                return with_headers(super::max_in_flight::too_many_requests_after(retry_after), &decision.schema_uid, &decision.level_uid);
             }
             seat
         }

@@ -13,6 +13,7 @@
 pub mod borrowing;
 pub mod controller;
 pub mod debug;
+pub mod dropped;
 pub mod level;
 pub mod producer;
 
@@ -152,6 +153,8 @@ pub struct FlowControl {
     /// Signalled on every change of a FlowSchema or PriorityLevelConfiguration (the producer
     /// restores what was deleted or changed).
     changed: Arc<Notify>,
+    /// Each level's recent rejections, for its 429s' `Retry-After`.
+    dropped: dropped::DroppedRequests,
 }
 
 impl FlowControl {
@@ -159,7 +162,7 @@ impl FlowControl {
     /// controller loads the stored ones.
     pub fn new(server_limit: u32) -> Arc<FlowControl> {
         let snapshot = Snapshot::build(&[], &[], server_limit, &Snapshot::default());
-        Arc::new(FlowControl { server_limit, snapshot: RwLock::new(Arc::new(snapshot)), next_id: AtomicU64::new(1), changed: Arc::new(Notify::new()) })
+        Arc::new(FlowControl { server_limit, snapshot: RwLock::new(Arc::new(snapshot)), next_id: AtomicU64::new(1), changed: Arc::new(Notify::new()), dropped: Default::default() })
     }
 
     /// The configuration in force.
@@ -193,6 +196,11 @@ impl FlowControl {
     /// Wakes on configuration object changes.
     pub fn changed(&self) -> Arc<Notify> {
         self.changed.clone()
+    }
+
+    /// The levels' rejections, which set the `Retry-After` of their 429s.
+    pub fn dropped(&self) -> &dropped::DroppedRequests {
+        &self.dropped
     }
 }
 
