@@ -1,6 +1,7 @@
 //! API Priority and Fairness (`--enable-priority-and-fairness`): kube's bootstrap FlowSchemas
 //! and PriorityLevelConfigurations are stored and kept (a deleted or changed mandatory object
-//! comes back), every answer names its FlowSchema and priority level by UID, and a level that
+//! comes back), objects annotated for auto-update that kube does not ship are deleted (the
+//! user's stay), every answer names its FlowSchema and priority level by UID, and a level that
 //! rejects answers a burst with kube's 429 while system:masters (the exempt level) is never
 //! limited. The 429's `Retry-After` is the level's, as kube computes it: 1 s at first, doubled
 //! while the level keeps rejecting, a second less after a quiet spell.
@@ -96,6 +97,50 @@ fn bootstrap_objects_are_kept_and_answers_name_their_schema_and_level() {
         (level["spec"]["limited"]["nominalConcurrencyShares"] == 5).then_some(())
     });
     assert!(restored.is_some(), "catch-all's spec was not restored: {}", kapi.get_json(&format!("{LEVELS}/catch-all")));
+}
+
+#[test]
+fn objects_annotated_for_auto_update_that_kube_does_not_ship_are_deleted() {
+    let kapi = Kapi::start_with(&["--enable-priority-and-fairness"]).expect("start kapi");
+    let annotated = |value: Option<&str>| match value {
+        Some(v) => json!({"apf.kubernetes.io/autoupdate-spec": v}),
+        None => json!({}),
+    };
+    let level = |name: &str, auto: Option<&str>| {
+        json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+            "metadata": {"name": name, "annotations": annotated(auto)},
+            "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 3, "limitResponse": {"type": "Reject"}}}})
+    };
+    let schema = |name: &str, auto: Option<&str>| {
+        json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": name, "annotations": annotated(auto)},
+            "spec": {"priorityLevelConfiguration": {"name": name}, "matchingPrecedence": 800,
+                     "rules": [{"subjects": [{"kind": "User", "user": {"name": name}}], "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/version"]}]}]}})
+    };
+    // The user's objects first (opted out, or never annotated), then ones that claim to be the
+    // server's (`true`) under names kube's configuration does not have, as an older release's
+    // objects would: the producer's pass that deletes those has seen these.
+    let mine = [("mine-opted-out", Some("false")), ("mine-plain", None)];
+    let stale = [("old-release-level", Some("true")), ("old-release-schema", Some("TRUE"))];
+    for (name, auto) in mine.iter().chain(&stale) {
+        for (collection, obj) in [(LEVELS, level(name, *auto)), (FLOW_SCHEMAS, schema(name, *auto))] {
+            let r = kapi.request(&Request::new("POST", collection).json(&obj));
+            assert_eq!(r.status, 201, "{}", r.raw);
+        }
+    }
+    for (name, _) in &stale {
+        let gone = wait_for(Duration::from_secs(10), || (uid(&kapi, LEVELS, name).is_none() && uid(&kapi, FLOW_SCHEMAS, name).is_none()).then_some(()));
+        assert!(gone.is_some(), "{name} was not deleted: {:?} {:?}", names(&kapi, LEVELS), names(&kapi, FLOW_SCHEMAS));
+    }
+    for (name, auto) in &mine {
+        for collection in [LEVELS, FLOW_SCHEMAS] {
+            let obj = kapi.get_json(&format!("{collection}/{name}"));
+            let annotation = obj["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"].as_str();
+            assert_eq!(annotation, *auto, "the user's object is left as it was: {obj}");
+        }
+    }
+    // kube's own objects are not touched by this.
+    assert!(names(&kapi, FLOW_SCHEMAS).contains(&"global-default".to_owned()));
+    assert!(names(&kapi, LEVELS).contains(&"workload-low".to_owned()));
 }
 
 /// (status, lowercased headers, body) of a GET as `cert`.

@@ -6,11 +6,16 @@
 //! As kube's ensurer decides: a mandatory object's spec is always put back; a suggested one's
 //! only while `apf.kubernetes.io/autoupdate-spec` is true (or, when the annotation is missing
 //! or not a boolean, while the object is at generation 1, i.e. never changed by a user). The
-//! annotation is then set to what was decided. Safe from several replicas at once: every step
-//! is a conditional create or an update of a fresh read.
+//! annotation is then set to what was decided. Last, as kube's ensurer does, objects that are
+//! annotated for auto-update (`true`) but are not part of the mandatory or suggested
+//! configuration are deleted: the server wrote them (an older release's configuration), so it
+//! takes them back; an object without the annotation, or with it `false` (or not a boolean),
+//! is the user's and stays.
 //!
-//! Not done yet: kube also deletes stored objects annotated for auto-update that are no longer
-//! part of the suggested configuration (objects of older releases); kapi has none yet.
+//! Safe from several replicas at once: every step is a conditional create, an update of a
+//! fresh read, or a delete conditional on the resourceVersion read, so a user's change made
+//! meanwhile (say, the annotation set to `false`) is never overwritten nor deleted; the next
+//! pass looks again.
 
 use std::time::Duration;
 
@@ -18,7 +23,7 @@ use kapi_apimachinery::ApiError;
 use kapi_flowcontrol::bootstrap::{self, AUTO_UPDATE};
 use kapi_flowcontrol::{FlowSchema, PriorityLevel};
 use kapi_registry::catalog::{self, ResourceSpec};
-use kapi_registry::rest::{RestStore, WriteHooks};
+use kapi_registry::rest::{DeleteOptions, ListParams, RestStore, WriteHooks};
 use kapi_registry::strategy::{CatalogStrategy, WriteTarget};
 use serde_json::Value;
 
@@ -114,7 +119,37 @@ async fn ensure(rest: &RestStore, resource: &str, expected: &Value, mandatory: b
     Err(ApiError::internal(format!("{resource} {name:?} kept changing while it was ensured")))
 }
 
-/// One pass: the suggested configuration, then the mandatory one (kube's order).
+/// kube's `RemoveUnwantedObjects` test: an object the server would delete, given the names of
+/// the configuration it keeps.
+fn unwanted(obj: &Value, wanted: &[&str]) -> bool {
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    !wanted.contains(&name) && annotation(obj) == Some(true)
+}
+
+/// Deletes the stored objects of `resource` that [`unwanted`] picks, each only while it is
+/// still the version read.
+async fn remove_unwanted(rest: &RestStore, resource: &str, keep: &[Value]) -> Result<(), ApiError> {
+    let spec = spec(resource)?;
+    let strategy = CatalogStrategy(spec);
+    let wanted: Vec<&str> = keep.iter().filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str)).collect();
+    let stored = rest.list(&strategy, None, &ListParams::default()).await?;
+    for obj in stored.items.iter().filter(|o| unwanted(o, &wanted)) {
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let version = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(str::to_owned);
+        let opts = DeleteOptions { precondition_resource_version: version, ..DeleteOptions::default() };
+        match rest.delete(&strategy, None, name, &opts).await {
+            Ok(_) => tracing::info!("deleted the {resource} {name:?}: annotated for auto-update, no longer part of the configuration"),
+            // Gone already, or changed since it was read (perhaps opted out): the next pass
+            // decides on what is stored then.
+            Err(e) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// One pass: the suggested configuration, then the mandatory one, then the removal of what is
+/// neither (kube's order).
 pub async fn ensure_all(rest: &RestStore) -> Result<(), ApiError> {
     let passes = [
         ("prioritylevelconfigurations", bootstrap::suggested_levels(), false),
@@ -127,7 +162,8 @@ pub async fn ensure_all(rest: &RestStore) -> Result<(), ApiError> {
             ensure(rest, resource, expected, *mandatory).await?;
         }
     }
-    Ok(())
+    remove_unwanted(rest, "flowschemas", &[bootstrap::mandatory_schemas(), bootstrap::suggested_schemas()].concat()).await?;
+    remove_unwanted(rest, "prioritylevelconfigurations", &[bootstrap::mandatory_levels(), bootstrap::suggested_levels()].concat()).await
 }
 
 /// After the hook's first pass: runs again every [`PERIOD`] and on every configuration change,
@@ -150,7 +186,7 @@ mod tests {
     use kapi_flowcontrol::bootstrap::{self, AUTO_UPDATE};
     use serde_json::json;
 
-    use super::revise;
+    use super::{revise, unwanted};
 
     fn named<'a>(objects: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
         objects.iter().find(|o| o["metadata"]["name"] == name).unwrap()
@@ -206,5 +242,21 @@ mod tests {
         assert!(revise("prioritylevelconfigurations", &stored, expected, true).is_none());
         stored["spec"]["exempt"] = json!({"nominalConcurrencyShares": 1});
         assert!(revise("prioritylevelconfigurations", &stored, expected, true).is_some());
+    }
+
+    #[test]
+    fn only_objects_annotated_true_outside_the_configuration_are_unwanted() {
+        let wanted = ["exempt", "global-default"];
+        let obj = |name: &str, annotation: Option<&str>| match annotation {
+            Some(a) => json!({"metadata": {"name": name, "annotations": {AUTO_UPDATE: a}}}),
+            None => json!({"metadata": {"name": name}}),
+        };
+        assert!(unwanted(&obj("old-default", Some("true")), &wanted));
+        // Go's ParseBool spellings count.
+        assert!(unwanted(&obj("old-default", Some("T")), &wanted));
+        assert!(!unwanted(&obj("global-default", Some("true")), &wanted), "part of the configuration");
+        assert!(!unwanted(&obj("mine", Some("false")), &wanted), "opted out");
+        assert!(!unwanted(&obj("mine", None), &wanted), "never annotated: a user's");
+        assert!(!unwanted(&obj("mine", Some("yes")), &wanted), "not a boolean: kube leaves it for a human");
     }
 }
