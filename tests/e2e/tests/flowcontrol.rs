@@ -1,6 +1,6 @@
 //! API Priority and Fairness (`--enable-priority-and-fairness`): kube's bootstrap FlowSchemas
-//! and PriorityLevelConfigurations are stored and kept (a deleted or changed mandatory object
-//! comes back), objects annotated for auto-update that kube does not ship are deleted (the
+//! and PriorityLevelConfigurations are stored and kept (a deleted mandatory object comes back;
+//! a change to a mandatory spec is refused, as kube refuses it), objects annotated for auto-update that kube does not ship are deleted (the
 //! user's stay), every answer names its FlowSchema and priority level by UID, and a level that
 //! rejects answers a burst with kube's 429 while system:masters (the exempt level) is never
 //! limited. The 429's `Retry-After` is the level's, as kube computes it: 1 s at first, doubled
@@ -80,8 +80,32 @@ fn bootstrap_objects_are_kept_and_answers_name_their_schema_and_level() {
     let global = (uid(&kapi, FLOW_SCHEMAS, "global-default").unwrap(), uid(&kapi, LEVELS, "global-default").unwrap());
     assert_eq!(pf_uids(&kapi, "/api/v1/namespaces/default/configmaps", Some(&alice)), global, "a forbidden answer is classified too");
 
-    // The mandatory `exempt` schema comes back after a delete (a new object, a new UID), and the
-    // mandatory `catch-all` level's spec after a change.
+    // kube holds the mandatory objects to their fixed spec: a change is refused 422, not
+    // accepted and then undone.
+    let merge = |path: &str, patch: serde_json::Value| kapi.request(&Request::new("PATCH", path).raw("application/merge-patch+json", patch.to_string()));
+    for (collection, patch) in [
+        (LEVELS, json!({"spec": {"limited": {"nominalConcurrencyShares": 50}}})),
+        (FLOW_SCHEMAS, json!({"spec": {"matchingPrecedence": 9999}})),
+    ] {
+        let r = merge(&format!("{collection}/catch-all"), patch);
+        assert_eq!((r.status, r.reason()), (422, "Invalid"), "{}", r.raw);
+        let cause = &r.body["details"]["causes"][0];
+        assert_eq!(cause["field"], "spec", "{}", r.raw);
+        let message = cause["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("Invalid value: ") && message.ends_with(": spec of 'catch-all' must equal the fixed value"), "{message}");
+    }
+    assert_eq!(kapi.get_json(&format!("{LEVELS}/catch-all"))["spec"]["limited"]["nominalConcurrencyShares"], 5);
+    assert_eq!(kapi.get_json(&format!("{FLOW_SCHEMAS}/catch-all"))["spec"]["matchingPrecedence"], 10000);
+    // Only the exempt level's shares and lendable percent are the administrator's; its type is not.
+    let r = merge(&format!("{LEVELS}/exempt"), json!({"spec": {"exempt": {"nominalConcurrencyShares": 10, "lendablePercent": 20}}}));
+    assert_eq!(r.status, 200, "{}", r.raw);
+    let r = merge(&format!("{LEVELS}/exempt"), json!({"spec": {"type": "Limited", "exempt": null, "limited": {"limitResponse": {"type": "Reject"}}}}));
+    assert_eq!(r.status, 422, "{}", r.raw);
+    assert!(r.message().contains("spec of 'exempt' except the 'spec.exempt' field must equal the fixed value"), "{}", r.raw);
+
+    // The mandatory `exempt` schema comes back after a delete (a new object, a new UID). The
+    // producer's pass that brings it back ensured the mandatory levels first: the exempt
+    // level's administrator values are kept.
     let old = exempt_uids().0;
     let out = kapi.kubectl(&["delete", "flowschema", "exempt"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -89,14 +113,24 @@ fn bootstrap_objects_are_kept_and_answers_name_their_schema_and_level() {
     let back = back.expect("the exempt FlowSchema did not come back");
     let follows = wait_for(Duration::from_secs(5), || (pf_uids(&kapi, "/api/v1/namespaces", None).0 == back).then_some(()));
     assert!(follows.is_some(), "answers still name the deleted schema");
-    let patch = json!({"spec": {"limited": {"nominalConcurrencyShares": 50}}});
-    let r = kapi.request(&Request::new("PATCH", &format!("{LEVELS}/catch-all")).raw("application/merge-patch+json", patch.to_string()));
+    let exempt_level = kapi.get_json(&format!("{LEVELS}/exempt"));
+    assert_eq!(exempt_level["spec"]["exempt"], json!({"nominalConcurrencyShares": 10, "lendablePercent": 20}), "{exempt_level}");
+
+    // What kube lets a user do to the `catch-all` level, the producer repairs: deleted, it is
+    // created again with its fixed spec; its annotation set to false goes back to true.
+    let old = uid(&kapi, LEVELS, "catch-all").unwrap();
+    let out = kapi.kubectl(&["delete", "prioritylevelconfiguration", "catch-all"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let back = wait_for(Duration::from_secs(10), || uid(&kapi, LEVELS, "catch-all").filter(|u| *u != old));
+    assert!(back.is_some(), "the catch-all level did not come back");
+    assert_eq!(kapi.get_json(&format!("{LEVELS}/catch-all"))["spec"]["limited"]["nominalConcurrencyShares"], 5);
+    let r = merge(&format!("{LEVELS}/catch-all"), json!({"metadata": {"annotations": {"apf.kubernetes.io/autoupdate-spec": "false"}}}));
     assert_eq!(r.status, 200, "{}", r.raw);
     let restored = wait_for(Duration::from_secs(10), || {
         let level = kapi.get_json(&format!("{LEVELS}/catch-all"));
-        (level["spec"]["limited"]["nominalConcurrencyShares"] == 5).then_some(())
+        (level["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"] == "true").then_some(())
     });
-    assert!(restored.is_some(), "catch-all's spec was not restored: {}", kapi.get_json(&format!("{LEVELS}/catch-all")));
+    assert!(restored.is_some(), "catch-all's annotation was not restored: {}", kapi.get_json(&format!("{LEVELS}/catch-all")));
 }
 
 #[test]

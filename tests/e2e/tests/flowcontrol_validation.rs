@@ -2,7 +2,8 @@
 //! validates them: an invalid one is answered 422 Invalid with every cause (kube's field paths
 //! and messages) and is not stored, on create and on update alike. The API is served with or
 //! without `--enable-priority-and-fairness`; with it, the server's own bootstrap objects go
-//! through the same validation and must all be stored.
+//! through the same validation and must all be stored, and the mandatory ones (`exempt`,
+//! `catch-all`) keep their fixed spec as kube keeps it.
 
 use std::time::Duration;
 
@@ -167,4 +168,45 @@ fn with_priority_and_fairness_the_bootstrap_objects_still_validate() {
     let stored = wait_for(Duration::from_secs(10), || (count(FLOW_SCHEMAS) == 11 && count(LEVELS) == 8).then_some(()));
     assert!(stored.is_some(), "bootstrap objects stored: {} schemas, {} levels\n{}", count(FLOW_SCHEMAS), count(LEVELS), kapi.log());
     exercise(&kapi);
+    mandatory_specs(&kapi);
+}
+
+/// kube's `ValidateFlowSchema` and `ValidateIfMandatoryPriorityLevelConfigurationObject`: the
+/// mandatory objects keep their fixed spec, on update as on create; only the `exempt` level's
+/// `spec.exempt` may change (within its bounds).
+fn mandatory_specs(kapi: &Kapi) {
+    let put = |collection: &str, obj: &Value| {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        kapi.request(&Request::new("PUT", &format!("{collection}/{name}")).json(obj))
+    };
+    let mut schema = kapi.get_json(&format!("{FLOW_SCHEMAS}/exempt"));
+    let before = schema.clone();
+    schema["spec"]["rules"][0]["subjects"][0]["group"]["name"] = json!("admins");
+    let r = put(FLOW_SCHEMAS, &schema);
+    assert_eq!((r.status, r.reason()), (422, "Invalid"), "{}", r.raw);
+    let causes = r.body["details"]["causes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(causes.len(), 1, "{}", r.raw);
+    assert_eq!(causes[0]["field"], "spec");
+    // kube shows the refused spec (its Go `%#v`; kapi's JSON) before its reason.
+    let message = causes[0]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("Invalid value: ") && message.contains("admins"), "{message}");
+    assert!(message.ends_with(": spec of 'exempt' must equal the fixed value"), "{message}");
+    assert_eq!(kapi.get_json(&format!("{FLOW_SCHEMAS}/exempt"))["spec"], before["spec"]);
+
+    let mut level = kapi.get_json(&format!("{LEVELS}/exempt"));
+    level["spec"]["exempt"] = json!({"nominalConcurrencyShares": 5, "lendablePercent": 101});
+    let r = put(LEVELS, &level);
+    assert_invalid(&r, "PriorityLevelConfiguration", "exempt", &[("spec.exempt.lendablePercent", "Invalid value: 101: must be between 0 and 100, inclusive")]);
+    level["spec"]["exempt"]["lendablePercent"] = json!(30);
+    let r = put(LEVELS, &level);
+    assert_eq!(r.status, 200, "{}", r.raw);
+    assert_eq!(r.body["spec"]["exempt"], json!({"nominalConcurrencyShares": 5, "lendablePercent": 30}));
+
+    let mut level = kapi.get_json(&format!("{LEVELS}/catch-all"));
+    level["spec"]["limited"]["borrowingLimitPercent"] = json!(0);
+    let r = put(LEVELS, &level);
+    assert_eq!(r.status, 422, "{}", r.raw);
+    let message = r.message();
+    assert!(message.starts_with("PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io \"catch-all\" is invalid: spec: Invalid value: "), "{message}");
+    assert!(message.ends_with(": spec of 'catch-all' must equal the fixed value"), "{message}");
 }

@@ -7,14 +7,17 @@
 //!
 //! kube's update validation is its create validation, so there are no update-only rules.
 //!
-//! Not checked: kube also refuses any spec of the mandatory objects (`exempt`, `catch-all`)
-//! other than the bootstrap one (for the `exempt` level, any but its `exempt` field). kapi's
-//! configuration producer restores those specs instead, and the APF end-to-end test changes
-//! `catch-all`'s spec expecting it to be accepted and then put back.
+//! The mandatory objects (the FlowSchemas and levels `exempt` and `catch-all`) must have kube's
+//! fixed spec, compared as kube's `apiequality.Semantic.DeepEqual` compares the defaulted
+//! internal objects (an unset list equals an empty one, an unset pointer does not equal an
+//! empty struct); only the `exempt` level's `spec.exempt` (its shares and lendable percent) is
+//! the administrator's to change. Without this, a change would be accepted only for the
+//! configuration producer to put the spec back. kube shows the refused spec as its Go `%#v`,
+//! pointer addresses included; kapi shows it as JSON.
 
 use kapi_apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain};
 use kapi_apimachinery::Cause;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::admission::{go_slice, invalid_shown};
 use super::array_at;
@@ -121,8 +124,122 @@ pub(super) fn validate_flow_schema(obj: &Value) -> Vec<Cause> {
     for (i, rule) in array_at(spec, "/rules").iter().enumerate() {
         causes.extend(rule_with_subjects(rule, &format!("spec.rules[{i}]")));
     }
+    if let Some(fixed) = mandatory_schema_spec(name) {
+        if schema_spec(spec) != schema_spec(&fixed) {
+            causes.push(Cause::invalid("spec", spec, &format!("spec of '{name}' must equal the fixed value")));
+        }
+    }
     causes.extend(status_conditions(obj));
     causes
+}
+
+/// The rules kube's bootstrap gives both mandatory schemas: everything, resource or not.
+fn everything(subjects: Value) -> Value {
+    json!([{"subjects": subjects,
+        "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": true, "namespaces": ["*"]}],
+        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}])
+}
+
+/// The fixed spec of a mandatory FlowSchema (kube's `internalbootstrap.MandatoryFlowSchemas`).
+fn mandatory_schema_spec(name: &str) -> Option<Value> {
+    let group = |name: &str| json!({"kind": "Group", "group": {"name": name}});
+    match name {
+        "exempt" => Some(json!({"priorityLevelConfiguration": {"name": "exempt"}, "matchingPrecedence": 1,
+            "rules": everything(json!([group("system:masters")]))})),
+        "catch-all" => Some(json!({"priorityLevelConfiguration": {"name": "catch-all"}, "matchingPrecedence": 10000,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": everything(json!([group("system:unauthenticated"), group("system:authenticated")]))})),
+        _ => None,
+    }
+}
+
+/// The fixed spec of a mandatory priority level (kube's
+/// `internalbootstrap.MandatoryPriorityLevelConfigurations`).
+fn mandatory_level_spec(name: &str) -> Option<Value> {
+    match name {
+        "exempt" => Some(json!({"type": "Exempt", "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}})),
+        "catch-all" => Some(json!({"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0, "limitResponse": {"type": "Reject"}}})),
+        _ => None,
+    }
+}
+
+/// A present object field as `read` makes it, or null (a nil pointer).
+fn pointer(obj: &Value, key: &str, read: impl Fn(&Value) -> Value) -> Value {
+    set(obj, key).map_or(Value::Null, read)
+}
+
+/// A string list; unset, null and empty are all the same to kube's semantic equality.
+fn strings(obj: &Value, key: &str) -> Value {
+    Value::Array(obj.get(key).and_then(Value::as_array).map_or_else(Vec::new, |items| {
+        items.iter().map(|v| Value::from(v.as_str().unwrap_or_default())).collect()
+    }))
+}
+
+fn objects(obj: &Value, key: &str, read: impl Fn(&Value) -> Value) -> Value {
+    Value::Array(obj.get(key).and_then(Value::as_array).map_or_else(Vec::new, |items| items.iter().map(read).collect()))
+}
+
+fn name_only(v: &Value) -> Value {
+    json!({"name": text(v, "name")})
+}
+
+/// A FlowSchema spec as kube compares it: its internal form after v1's defaults, every field
+/// present.
+fn schema_spec(spec: &Value) -> Value {
+    let subject = |s: &Value| {
+        json!({"kind": text(s, "kind"), "user": pointer(s, "user", name_only), "group": pointer(s, "group", name_only),
+            "serviceAccount": pointer(s, "serviceAccount", |a| json!({"namespace": text(a, "namespace"), "name": text(a, "name")}))})
+    };
+    let resource_rule = |r: &Value| {
+        json!({"verbs": strings(r, "verbs"), "apiGroups": strings(r, "apiGroups"), "resources": strings(r, "resources"),
+            "clusterScope": r.get("clusterScope").and_then(Value::as_bool).unwrap_or(false), "namespaces": strings(r, "namespaces")})
+    };
+    let non_resource_rule = |r: &Value| json!({"verbs": strings(r, "verbs"), "nonResourceURLs": strings(r, "nonResourceURLs")});
+    let rule = |r: &Value| {
+        json!({"subjects": objects(r, "subjects", subject), "resourceRules": objects(r, "resourceRules", resource_rule),
+            "nonResourceRules": objects(r, "nonResourceRules", non_resource_rule)})
+    };
+    json!({
+        "priorityLevelConfiguration": name_only(spec.get("priorityLevelConfiguration").unwrap_or(&Value::Null)),
+        "matchingPrecedence": int_or_default(spec, "matchingPrecedence", DEFAULT_MATCHING_PRECEDENCE),
+        "distinguisherMethod": pointer(spec, "distinguisherMethod", |m| json!({"type": text(m, "type")})),
+        "rules": objects(spec, "rules", rule),
+    })
+}
+
+/// A priority level spec as kube compares it: its internal form after v1's defaults (unset
+/// shares 30, unset lendable percent 0, zero queuing numbers 64, 8 and 50).
+fn level_spec(spec: &Value) -> Value {
+    let queuing = |q: &Value| {
+        json!({"queues": int_or_default(q, "queues", 64), "handSize": int_or_default(q, "handSize", 8),
+            "queueLengthLimit": int_or_default(q, "queueLengthLimit", 50)})
+    };
+    let limited = |l: &Value| {
+        let response = l.get("limitResponse").unwrap_or(&Value::Null);
+        json!({"nominalConcurrencyShares": int(l, "nominalConcurrencyShares").unwrap_or(30),
+            "lendablePercent": int(l, "lendablePercent").unwrap_or(0),
+            "borrowingLimitPercent": int(l, "borrowingLimitPercent"),
+            "limitResponse": {"type": text(response, "type"), "queuing": pointer(response, "queuing", queuing)}})
+    };
+    let exempt = |e: &Value| {
+        json!({"nominalConcurrencyShares": int(e, "nominalConcurrencyShares").unwrap_or(0), "lendablePercent": int(e, "lendablePercent").unwrap_or(0)})
+    };
+    json!({"type": text(spec, "type"), "limited": pointer(spec, "limited", limited), "exempt": pointer(spec, "exempt", exempt)})
+}
+
+/// kube's `ValidateIfMandatoryPriorityLevelConfigurationObject`: a mandatory level's spec must
+/// be the fixed one, except the `exempt` level's `spec.exempt`.
+fn mandatory_level(name: &str, spec: &Value) -> Option<Cause> {
+    let fixed = level_spec(&mandatory_level_spec(name)?);
+    let mut have = level_spec(spec);
+    if name == "exempt" {
+        have["exempt"] = fixed["exempt"].clone();
+        return (have != fixed).then(|| {
+            Cause::invalid("spec", spec, &format!("spec of '{name}' except the 'spec.exempt' field must equal the fixed value"))
+        });
+    }
+    (have != fixed).then(|| Cause::invalid("spec", spec, &format!("spec of '{name}' must equal the fixed value")))
 }
 
 /// kube's `ValidateFlowSchemaPolicyRulesWithSubjects`.
@@ -327,8 +444,7 @@ fn status_conditions(obj: &Value) -> Vec<Cause> {
     causes
 }
 
-/// kube's `ValidatePriorityLevelConfiguration` for a v1 request (metadata aside; the mandatory
-/// specs are left to the configuration producer, see the module comment).
+/// kube's `ValidatePriorityLevelConfiguration` for a v1 request (metadata aside).
 pub(super) fn validate_priority_level(obj: &Value) -> Vec<Cause> {
     let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     let spec = obj.get("spec").unwrap_or(&Value::Null);
@@ -362,6 +478,7 @@ pub(super) fn validate_priority_level(obj: &Value) -> Vec<Cause> {
         }
         _ => causes.push(Cause::not_supported("spec.type", &kind_value, ENABLEMENTS)),
     }
+    causes.extend(mandatory_level(name, spec));
     causes.extend(status_conditions(obj));
     causes
 }

@@ -59,6 +59,16 @@ fn check_level(name: &str, edit: impl Fn(&mut Value), want: &[&str]) {
     assert_eq!(messages(PL, &l), want, "{l}");
 }
 
+/// kube's cause for a mandatory object whose spec is not the fixed one (the spec shown as JSON).
+fn not_fixed(name: &str, spec: &Value) -> String {
+    let which = if name == "exempt" && spec.get("type").is_some() && spec.get("rules").is_none() {
+        "spec of 'exempt' except the 'spec.exempt' field"
+    } else {
+        &format!("spec of '{name}'")
+    };
+    format!("spec: Invalid value: {spec}: {which} must equal the fixed value")
+}
+
 fn check_queuing(queuing: Value, want: &[&str]) {
     check_level("l", |s| s["limited"]["limitResponse"]["queuing"] = queuing.clone(), want);
 }
@@ -94,7 +104,7 @@ fn valid_objects_pass() {
         },
         &[],
     );
-    check_schema("exempt", |s| s["matchingPrecedence"] = json!(1), &[]);
+    check_schema("exempt", |s| *s = super::mandatory_schema_spec("exempt").unwrap(), &[]);
     check_level("l", |s| s["limited"] = json!({"nominalConcurrencyShares": 0, "limitResponse": {"type": "Reject"}}), &[]);
     check_queuing(json!({"queues": 0, "handSize": 0, "queueLengthLimit": 0}), &[]);
     check_queuing(json!({}), &[]);
@@ -301,7 +311,10 @@ fn level_type_and_the_exempt_name() {
     check_level(
         "exempt",
         |_| {},
-        &["spec.type: Invalid value: \"Limited\": type must be 'Exempt' if and only if name is 'exempt'"],
+        &[
+            "spec.type: Invalid value: \"Limited\": type must be 'Exempt' if and only if name is 'exempt'",
+            &not_fixed("exempt", &level("exempt")["spec"]),
+        ],
     );
     check_level(
         "l",
@@ -316,10 +329,12 @@ fn level_type_and_the_exempt_name() {
 fn level_sub_structs_follow_the_type() {
     check_level("l", |s| s["exempt"] = json!({}), &["spec.exempt: Forbidden: must be nil if the type is Limited"]);
     check_level("l", |s| *s = json!({"type": "Limited"}), &["spec.limited: Required value: must not be empty when type is Limited"]);
+    let mut spec = level("exempt")["spec"].clone();
+    spec["type"] = json!("Exempt");
     check_level(
         "exempt",
         |s| s["type"] = json!("Exempt"),
-        &["spec.limited: Forbidden: must be nil if the type is not Limited"],
+        &["spec.limited: Forbidden: must be nil if the type is not Limited", &not_fixed("exempt", &spec)],
     );
 }
 
@@ -426,4 +441,76 @@ fn the_v1beta3_round_trip_annotation_is_forbidden() {
         messages(PL, &l),
         ["metadata.annotations: Forbidden: annotation 'flowcontrol.k8s.io/v1beta3-preserve-zero-concurrency-shares' is forbidden"]
     );
+}
+
+/// The mandatory object `name` of kind `kind` as kube's bootstrap writes it, `edit`ed on its
+/// spec, and the messages it gets.
+fn check_mandatory(kind: &str, name: &str, edit: impl Fn(&mut Value), fixed: bool) {
+    let objects = if kind == FS { bootstrap::mandatory_schemas() } else { bootstrap::mandatory_levels() };
+    let mut obj = objects.into_iter().find(|o| o["metadata"]["name"] == name).unwrap();
+    edit(&mut obj["spec"]);
+    let want = if fixed { Vec::new() } else { vec![not_fixed(name, &obj["spec"])] };
+    assert_eq!(messages(kind, &obj), want, "{obj}");
+}
+
+#[test]
+fn the_fixed_specs_are_the_bootstrap_ones() {
+    for s in bootstrap::mandatory_schemas() {
+        let name = s["metadata"]["name"].as_str().unwrap();
+        assert_eq!(Some(&s["spec"]), super::mandatory_schema_spec(name).as_ref(), "{name}");
+    }
+    for l in bootstrap::mandatory_levels() {
+        let name = l["metadata"]["name"].as_str().unwrap();
+        assert_eq!(Some(&l["spec"]), super::mandatory_level_spec(name).as_ref(), "{name}");
+    }
+    assert!(super::mandatory_schema_spec("global-default").is_none());
+    assert!(super::mandatory_level_spec("workload-low").is_none());
+}
+
+#[test]
+fn mandatory_levels_keep_their_fixed_spec() {
+    let set = |key: &'static str, v: Value| move |s: &mut Value| s["limited"][key] = v.clone();
+    check_mandatory(PL, "catch-all", set("nominalConcurrencyShares", json!(50)), false);
+    check_mandatory(PL, "catch-all", set("lendablePercent", json!(10)), false);
+    // An unset pointer is not a zero.
+    check_mandatory(PL, "catch-all", set("borrowingLimitPercent", json!(0)), false);
+    check_mandatory(PL, "catch-all", |s| s["limited"]["limitResponse"] = json!({"type": "Queue", "queuing": {}}), false);
+    // Read with v1's defaults: an unset lendable percent is 0.
+    check_mandatory(PL, "catch-all", |s| drop(s["limited"].as_object_mut().unwrap().remove("lendablePercent")), true);
+    // The exempt level's `spec.exempt` is the administrator's, within its bounds.
+    check_mandatory(PL, "exempt", |s| s["exempt"] = json!({"nominalConcurrencyShares": 40, "lendablePercent": 25}), true);
+    check_mandatory(PL, "exempt", |s| drop(s.as_object_mut().unwrap().remove("exempt")), true);
+    // Nothing else of it is.
+    let mut spec = bootstrap::mandatory_levels()[1]["spec"].clone();
+    spec["limited"] = json!({"nominalConcurrencyShares": 1, "limitResponse": {"type": "Reject"}});
+    check_level("exempt", |s| *s = spec.clone(), &["spec.limited: Forbidden: must be nil if the type is not Limited", &not_fixed("exempt", &spec)]);
+    // Other levels' specs are free, whatever their name looks like.
+    check_level("catch-all-2", |s| s["limited"]["nominalConcurrencyShares"] = json!(50), &[]);
+}
+
+#[test]
+fn mandatory_schemas_keep_their_fixed_spec() {
+    check_mandatory(FS, "catch-all", |s| s["matchingPrecedence"] = json!(9999), false);
+    check_mandatory(FS, "catch-all", |s| s["distinguisherMethod"] = json!({"type": "ByNamespace"}), false);
+    check_mandatory(FS, "catch-all", |s| s["priorityLevelConfiguration"]["name"] = json!("global-default"), false);
+    // The order of subjects counts, as in kube's deep equality.
+    check_mandatory(FS, "catch-all", |s| s["rules"][0]["subjects"].as_array_mut().unwrap().reverse(), false);
+    check_mandatory(FS, "exempt", |s| s["rules"][0]["nonResourceRules"][0]["verbs"] = json!(["get"]), false);
+    check_mandatory(FS, "exempt", |s| s["rules"][0]["resourceRules"][0]["clusterScope"] = json!(false), false);
+    // An unset pointer differs from any set one.
+    check_mandatory(FS, "exempt", |s| s["distinguisherMethod"] = json!({"type": "ByUser"}), false);
+    // What v1 defaults or leaves empty reads the same: no rules of a kind is an empty list, an
+    // unset cluster scope false.
+    check_mandatory(FS, "exempt", |s| s["rules"][0]["subjects"][0]["user"] = Value::Null, true);
+    let mut exempt = super::mandatory_schema_spec("exempt").unwrap();
+    exempt["rules"][0]["resourceRules"][0]["clusterScope"] = json!(false);
+    let mut without_scope = exempt.clone();
+    without_scope["rules"][0]["resourceRules"][0].as_object_mut().unwrap().remove("clusterScope");
+    assert_eq!(super::schema_spec(&exempt), super::schema_spec(&without_scope));
+    let mut no_lists = json!({"priorityLevelConfiguration": {"name": "x"}, "rules": [{"subjects": [], "nonResourceRules": null}]});
+    assert_eq!(super::schema_spec(&no_lists)["matchingPrecedence"], 1000);
+    no_lists["rules"][0].as_object_mut().unwrap().remove("nonResourceRules");
+    assert_eq!(super::schema_spec(&no_lists)["rules"][0]["nonResourceRules"], json!([]));
+    // Other schemas' specs are free.
+    check_schema("catch-all-2", |s| s["matchingPrecedence"] = json!(10000), &[]);
 }

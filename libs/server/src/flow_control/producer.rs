@@ -3,7 +3,9 @@
 //! and FlowSchemas are created when missing; then the same pass runs again every minute and
 //! whenever a configuration object changes, so a deleted mandatory object comes back at once.
 //!
-//! As kube's ensurer decides: a mandatory object's spec is always put back; a suggested one's
+//! As kube's ensurer decides: a mandatory object's spec is always put back (validation refuses
+//! changes to it, so this repairs deletions and older releases' objects; the `exempt` level's
+//! `spec.exempt` is the administrator's and stays); a suggested one's
 //! only while `apf.kubernetes.io/autoupdate-spec` is true (or, when the annotation is missing
 //! or not a boolean, while the object is at generation 1, i.e. never changed by a user). The
 //! annotation is then set to what was decided. Last, as kube's ensurer does, objects that are
@@ -17,6 +19,7 @@
 //! meanwhile (say, the annotation set to `false`) is never overwritten nor deleted; the next
 //! pass looks again.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use kapi_apimachinery::ApiError;
@@ -48,14 +51,23 @@ fn annotation(obj: &Value) -> Option<bool> {
     obj.pointer("/metadata/annotations").and_then(|a| a.get(AUTO_UPDATE)).and_then(Value::as_str).and_then(parse_bool)
 }
 
-/// Whether two objects' specs mean the same, read with kube's defaults (kube compares the
-/// bootstrap spec defaulted with the stored one).
-fn same_spec(resource: &str, a: &Value, b: &Value) -> bool {
+/// Whether the stored object's spec means the bootstrap one, read with kube's defaults (kube
+/// compares the bootstrap spec defaulted with the stored one). The `exempt` level's
+/// `spec.exempt` (its shares and lendable percent) is the administrator's, as kube's
+/// `plcSpecEqualish` has it, and validation lets them change nothing else of it: the stored
+/// values stand in for the bootstrap ones, unless there are none.
+fn same_spec(resource: &str, current: &Value, expected: &Value) -> bool {
     if resource == "flowschemas" {
-        FlowSchema::from_object(a).is_some_and(|x| FlowSchema::from_object(b).is_some_and(|y| x == y))
-    } else {
-        PriorityLevel::from_object(a).is_some_and(|x| PriorityLevel::from_object(b).is_some_and(|y| x == y))
+        return FlowSchema::from_object(current).is_some_and(|x| FlowSchema::from_object(expected).is_some_and(|y| x == y));
     }
+    let mut expected = Cow::Borrowed(expected);
+    if expected.pointer("/metadata/name").and_then(Value::as_str) == Some("exempt") {
+        match current.pointer("/spec/exempt").filter(|e| !e.is_null()) {
+            Some(exempt) => expected.to_mut()["spec"]["exempt"] = exempt.clone(),
+            None => return false,
+        }
+    }
+    PriorityLevel::from_object(current).is_some_and(|x| PriorityLevel::from_object(&expected).is_some_and(|y| x == y))
 }
 
 /// kube's `ReviseIfNeeded`: the object to write, or None when `current` is as it should be.
@@ -240,8 +252,12 @@ mod tests {
         let mut stored = expected.clone();
         stored["spec"]["exempt"] = json!({});
         assert!(revise("prioritylevelconfigurations", &stored, expected, true).is_none());
-        stored["spec"]["exempt"] = json!({"nominalConcurrencyShares": 1});
-        assert!(revise("prioritylevelconfigurations", &stored, expected, true).is_some());
+        // The administrator's shares and lendable percent of the exempt level stay.
+        stored["spec"]["exempt"] = json!({"nominalConcurrencyShares": 40, "lendablePercent": 25});
+        assert!(revise("prioritylevelconfigurations", &stored, expected, true).is_none());
+        // Without them, the fixed spec is written back whole, as kube does.
+        stored["spec"].as_object_mut().unwrap().remove("exempt");
+        assert_eq!(revise("prioritylevelconfigurations", &stored, expected, true).unwrap()["spec"], expected["spec"]);
     }
 
     #[test]
