@@ -27,7 +27,7 @@ use kapi_flowcontrol::RequestDigest;
 use tower::ServiceExt;
 
 use super::filter;
-use crate::flow_control::level::Admission;
+use crate::flow_control::level::{Admission, RequestDescription};
 use crate::flow_control::FlowControl;
 use crate::request_info::RequestInfo;
 use crate::response::{self, Body};
@@ -103,14 +103,21 @@ where
     };
     let long_running = req.extensions().get::<RequestInfo>().is_some_and(RequestInfo::is_long_running);
     let arrived = std::time::Instant::now();
+    let gauges = crate::metrics::flowcontrol_flow(&decision.level, &decision.schema);
+    let mut taken = 1;
     let seat = match &decision.queues {
         Some(level) if !long_running => {
             let limit = wait_limit(srv.options.request_timeout, req.uri().query());
             let seats = req.extensions().get::<RequestInfo>().map_or(1, |info| work_estimate(&srv, info, req.uri().query(), decision.max_seats));
+            taken = seats;
             // kube's rejection reasons: no place in a queue (or a level that does not queue),
             // or the wait ran out.
-            let (seat, reason) = match level.arrive(fc.next_id(), decision.flow_hash, seats) {
-                Admission::Admitted(ticket) => (ticket.wait(limit).await, "time-out"),
+            let description = describe(&req, &decision.schema, seats, Duration::ZERO);
+            let (seat, reason) = match level.arrive_described(fc.next_id(), decision.flow_hash, seats, description) {
+                Admission::Admitted(ticket) => {
+                    let _in_queue = ticket.queued().then(|| gauges.in_queue(seats));
+                    (ticket.wait(limit).await, "time-out")
+                }
                 Admission::Rejected => (None, if level.queues() { "queue-full" } else { "concurrency-limit" }),
             };
             if seat.is_none() {
@@ -125,14 +132,45 @@ where
         _ => None,
     };
     crate::metrics::flowcontrol_dispatched(&decision.schema, &decision.level, arrived.elapsed());
+    // kube counts what runs, exempt requests included (at kapi's one seat: it estimates no work
+    // for them); not the long-running requests.
+    let executing = (!long_running).then(|| gauges.executing(taken, Duration::ZERO));
     let resp = match inner.oneshot(req).await {
         Ok(resp) => with_headers(resp, &decision.schema_uid, &decision.level_uid),
         Err(never) => match never {},
     };
     match seat {
         // The seat is free once the answer is written, not when it is ready.
-        Some(seat) => response::hold_until_sent(resp, seat),
-        None => resp,
+        Some(seat) => response::hold_until_sent(resp, (seat, executing)),
+        // An exempt request runs until its answer is written too.
+        None => match executing {
+            Some(executing) => response::hold_until_sent(resp, executing),
+            None => resp,
+        },
+    }
+}
+
+/// What the debug dumps (`flow_control::debug`) show of a request of a limited level while it
+/// waits and runs: its seats, and for how long after its answer it keeps them.
+fn describe(req: &Request<Incoming>, schema: &str, seats: u32, linger: Duration) -> RequestDescription {
+    let info = req.extensions().get::<RequestInfo>();
+    let field = |f: fn(&RequestInfo) -> &String| info.map_or_else(String::new, |i| f(i).clone());
+    RequestDescription {
+        flow_schema: schema.to_owned(),
+        user: req.extensions().get::<UserInfo>().map_or_else(String::new, |u| u.name.clone()),
+        verb: field(|i| &i.verb),
+        path: field(|i| &i.path),
+        namespace: field(|i| &i.namespace),
+        name: field(|i| &i.name),
+        api_group: field(|i| &i.api_group),
+        api_version: field(|i| &i.api_version),
+        resource: field(|i| &i.resource),
+        subresource: field(|i| &i.subresource),
+        arrived: std::time::SystemTime::now(),
+        initial_seats: seats,
+        // kapi's final phase keeps the seats the request ran with.
+        final_seats: if linger.is_zero() { 0 } else { seats },
+        additional_latency: linger,
     }
 }
 
