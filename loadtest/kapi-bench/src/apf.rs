@@ -3,7 +3,9 @@
 //! small writes, a leader-election client renews a Lease and a `system:masters` client reads.
 //! Run twice in one invocation, on a fresh kapi each time: `--enable-priority-and-fairness=false`
 //! (max-in-flight only) and `=true`, every other flag at kapi's default. Before each flood the
-//! same neighbours run alone (the baseline). Numbers only: a benchmark never asserts timing.
+//! same neighbours run alone (the baseline), and before that B alone as fast as kapi answers
+//! (`rates`: what APF costs when nothing contends). Numbers only: a benchmark never asserts
+//! timing.
 //!
 //! Where B's time goes: B has a FlowSchema of its own on the flood's priority level
 //! (`global-default`, as kube's catch-all puts both users), so kapi's
@@ -11,6 +13,7 @@
 //! rest of its latency. The neighbours run on a thread and runtime of their own: clients on
 //! other machines would not share the flood's run queue, so B's latency is kapi's.
 
+mod rates;
 mod report;
 
 use std::collections::HashMap;
@@ -54,6 +57,10 @@ struct Plan {
     neighbour_every: Duration,
     lease_every: Duration,
     masters_every: Duration,
+    /// Each of `rates`' timed measurements, its untimed warm-up, and how many rounds.
+    rates_window: Duration,
+    rates_warmup: Duration,
+    rates_rounds: usize,
 }
 
 impl Plan {
@@ -68,6 +75,9 @@ impl Plan {
                 neighbour_every: Duration::from_millis(50),
                 lease_every: Duration::from_millis(500),
                 masters_every: Duration::from_millis(250),
+                rates_window: Duration::from_millis(300),
+                rates_warmup: Duration::from_millis(100),
+                rates_rounds: 2,
             }
         } else {
             Plan {
@@ -79,6 +89,9 @@ impl Plan {
                 neighbour_every: Duration::from_millis(50),
                 lease_every: Duration::from_secs(2),
                 masters_every: Duration::from_millis(250),
+                rates_window: Duration::from_secs(10),
+                rates_warmup: Duration::from_secs(2),
+                rates_rounds: 3,
             }
         }
     }
@@ -112,6 +125,7 @@ struct ModeResult {
     list_bytes: usize,
     /// (client, FlowSchema, priority level).
     levels: Vec<(String, String, String)>,
+    rates: rates::Rates,
     baseline: Neighbours,
     flood: Neighbours,
     lists: usize,
@@ -514,6 +528,7 @@ async fn mode(bin: &std::path::Path, plan: &Plan, apf: bool) -> Result<ModeResul
     } else {
         Vec::new()
     };
+    let rates = rates::measure(&kapi, plan, apf).await?;
     let list_bytes = {
         let mut conn = kapi.target.connect().await?;
         list_once(&mut conn).await?.1 as usize
@@ -563,6 +578,7 @@ async fn mode(bin: &std::path::Path, plan: &Plan, apf: bool) -> Result<ModeResul
         apf,
         list_bytes,
         levels,
+        rates,
         baseline,
         flood: during,
         lists: flood.lists.load(Ordering::Relaxed),

@@ -53,6 +53,9 @@ fn quick_run_reports_every_measurement() {
         "user B (neighbour): GET → `apf-bench-neighbour` / `global-default`",
         "leader election: GET lease → `system-leader-election` / `leader-election`",
         "system:masters: GET → `exempt` / `exempt`",
+        // APF's cost with no contention: user B alone, both modes, no request failed.
+        "### Uncontended rates, APF off vs on",
+        "| errors, GETs / creates (all rounds) | 0 / 0 | 0 / 0 | 0 / 0 |",
         // Rapid reset: both attackers ran and kapi answered the GETs throughout.
         "## HTTP/2 rapid reset",
         "| unauthenticated attacker |",
@@ -106,6 +109,23 @@ fn quick_run_reports_every_measurement() {
     // B's waits for APF seats were read from kapi's metrics (APF on): at least one bucket.
     let waits = stdout.lines().find(|l| l.starts_with("| user B's requests during the flood by wait for APF seats |")).unwrap_or_default();
     assert!(waits.contains("ms: "), "no APF wait buckets for B: {waits}");
+    // Uncontended rates: each mode's median and every round's rate (2 rounds) are above zero,
+    // and each comparison has its percentage and verdict.
+    let row = |start: &str| stdout.lines().find(|l| l.starts_with(start)).unwrap_or_default().to_owned();
+    for what in ["GETs", "creates"] {
+        let rates = row(&format!("| {what} per second, median (each round) |"));
+        let cells: Vec<&str> = rates.split('|').map(str::trim).collect();
+        for cell in [cells.get(2), cells.get(3)] {
+            let numbers: Vec<f64> = cell.unwrap_or(&"").split([' ', '(', ')', ',']).filter_map(|v| v.parse().ok()).collect();
+            assert!(numbers.len() == 3 && numbers.iter().all(|&n| n > 0.0), "no uncontended {what} rates: {rates}");
+        }
+    }
+    for what in ["GET rate: APF on's cost", "create rate: APF on's cost", "GET p50: APF on's change", "create p50: APF on's change"] {
+        let cost = row(&format!("| {what}, "));
+        assert!(cost.contains("% | ≤ 3%: m"), "no {what}: {cost}");
+    }
+    let waits = row("| user B's requests by wait for APF seats (all rounds) |");
+    assert!(waits.contains("ms: "), "no APF wait buckets for B alone: {waits}");
     // Rates rows: | mode | target | writes to | achieved | behind | POST | delivered | /s | per watcher | drain | missed | duplicated | sustained |
     let mut complete = 0;
     for row in stdout.lines().filter(|l| l.contains(" of 200 |")) {

@@ -1,7 +1,13 @@
-//! The noisy-neighbour report: one table, both modes side by side.
+//! The noisy-neighbour report and the uncontended rates: a table each, both modes side by side.
 
+use std::time::Duration;
+
+use super::rates::{Rates, Window, CONNECTIONS, PAYLOAD};
 use super::{ModeResult, Plan, LEADER, REQUEST_TIMEOUT};
 use crate::stats::{ms, Samples};
+
+/// Issue 22's bound on what APF may cost when nothing contends, in percent.
+const COST_TARGET: f64 = 3.0;
 
 fn p50_p99(s: &Samples) -> String {
     if s.count() == 0 {
@@ -78,6 +84,80 @@ pub(super) fn report(plan: &Plan, off: &ModeResult, on: &ModeResult) -> String {
         out.push_str(".\n");
     }
     out.push('\n');
+    out.push_str(&rates(plan, &off.rates, &on.rates));
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The medians of one kind of request's rounds: (rate, p50, p99, kapi CPU per request), in
+/// requests per second and seconds.
+fn medians(rounds: &[Window]) -> (f64, f64, f64, f64) {
+    let of = |f: &dyn Fn(&Window) -> f64| median(rounds.iter().map(f).collect());
+    (
+        of(&|w| w.samples.per_second()),
+        of(&|w| w.samples.percentile(0.5).as_secs_f64()),
+        of(&|w| w.samples.percentile(0.99).as_secs_f64()),
+        of(&|w| w.cpu / w.samples.count().max(1) as f64),
+    )
+}
+
+fn verdict(percent: f64) -> String {
+    format!("≤ {COST_TARGET}%: {}", if percent <= COST_TARGET { "met" } else { "missed" })
+}
+
+/// The uncontended rates: what APF on costs user B when nothing contends.
+fn rates(plan: &Plan, off: &Rates, on: &Rates) -> String {
+    let mut out = format!(
+        "### Uncontended rates, APF off vs on\n\n\
+         On the same fresh kapi, before the neighbours' baseline: user B alone (the same credentials and level as above, \
+         not exempt) over {CONNECTIONS} kept-alive HTTP/1.1 connections, each sending its next request as soon as the last \
+         is answered, for {} s per measurement: GETs of one ConfigMap, then creates of new ones (payload {PAYLOAD} bytes; \
+         an admin deletes them after each measurement). {} rounds of GETs then creates after an untimed {} s warm-up of \
+         each; medians of the rounds, each round's rate in brackets. APF on's cost is (off − on) / off of the median rate, \
+         its p50 change (on − off) / off of the median p50; kapi's CPU is its own (user + system) per request.\n\n",
+        plan.rates_window.as_secs_f64(),
+        plan.rates_rounds,
+        plan.rates_warmup.as_secs_f64(),
+    );
+    out.push_str("| measurement | APF off | APF on | target |\n|---|---|---|---|\n");
+    let mut verdicts = Vec::new();
+    for (what, off_rounds, on_rounds) in [("GET", &off.gets, &on.gets), ("create", &off.creates, &on.creates)] {
+        let (o, n) = (medians(off_rounds), medians(on_rounds));
+        let rate = |rounds: &[Window], m: f64| {
+            let each: Vec<String> = rounds.iter().map(|w| format!("{:.0}", w.samples.per_second())).collect();
+            format!("{m:.0} ({})", each.join(", "))
+        };
+        let cost = 100.0 * (o.0 - n.0) / o.0.max(1e-9);
+        let p50 = 100.0 * (n.1 - o.1) / o.1.max(1e-9);
+        let secs = |s: f64| ms(Duration::from_secs_f64(s));
+        out.push_str(&format!("| {what}s per second, median (each round) | {} | {} | |\n", rate(off_rounds, o.0), rate(on_rounds, n.0)));
+        out.push_str(&format!("| {what} p50 / p99, medians of the rounds | {} / {} | {} / {} | |\n", secs(o.1), secs(o.2), secs(n.1), secs(n.2)));
+        out.push_str(&format!("| kapi CPU per {what}, median | {:.0} µs | {:.0} µs | |\n", o.3 * 1e6, n.3 * 1e6));
+        out.push_str(&format!("| {what} rate: APF on's cost, (off − on) / off | — | {cost:.1}% | {} |\n", verdict(cost)));
+        out.push_str(&format!("| {what} p50: APF on's change, (on − off) / off | — | {p50:+.1}% | {} |\n", verdict(p50)));
+        verdicts.push(format!("{cost:.1}% of the {what} rate ({}), p50 {p50:+.1}% ({})", verdict(cost), verdict(p50)));
+    }
+    let errors = |r: &Rates| {
+        let sum = |w: &[Window]| w.iter().map(|w| w.errors).sum::<usize>();
+        format!("{} / {}", sum(&r.gets), sum(&r.creates))
+    };
+    out.push_str(&format!("| errors, GETs / creates (all rounds) | {} | {} | 0 / 0 |\n", errors(off), errors(on)));
+    out.push_str(&format!("| user B's requests by wait for APF seats (all rounds) | — | {} | |\n", waits(&on.waits)));
+    for (mode, r) in [("off", off), ("on", on)] {
+        let first = r.gets.iter().chain(&r.creates).find_map(|w| w.first_error.as_deref());
+        if let Some(e) = first {
+            out.push_str(&format!("\nFirst error of user B alone, APF {mode}: `{e}`\n"));
+        }
+    }
+    out.push_str(&format!("\nAPF on costs {}.\n\n", verdicts.join("; ")));
     out
 }
 
