@@ -8,13 +8,18 @@
 //!
 //! Every answer carries `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
 //!
-//! A LIST takes kube's estimate of seats: one per 100 objects it walks (the resource's count in
-//! its watch cache), at most the level's maximum; other requests take one.
+//! Seats follow kube's work estimator: a LIST takes one per 100 objects it walks (the
+//! resource's count in its watch cache), at most the level's maximum; a write that at least
+//! ten watchers of its resource will hear of takes one seat per ten of them (at most the
+//! level's maximum) and keeps them 5 ms per seat of that work after its answer is sent (kube's
+//! final phase: the notifications go out after the client has its answer); everything else
+//! takes one. A WATCH waits its turn like any request and holds its seat while it is set up
+//! (until its answer's head is ready, kube's watch-initialization signal); other long-running
+//! requests (exec, attach, port-forward, proxy, logs) are classified but not limited, as in
+//! kube.
 //!
-//! Not done yet (the next slices): mutating requests' extra seats for the watch notifications
-//! they cause (kube's mutating work estimator); long-running requests (watches) are classified but never queued (kube holds
-//! seats for their initialization); levels get their nominal seats (no borrowing between
-//! levels at run time); `Retry-After` is always 1 (kube's grows with recent rejections).
+//! A 429's `Retry-After` is the level's from kube's dropped-requests tracker
+//! (`flow_control::dropped`): 1 s at first, longer while the level keeps rejecting.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,20 +53,61 @@ fn wait_limit(request_timeout: Duration, query: Option<&str>) -> Duration {
     (deadline / 4).min(MAX_WAIT)
 }
 
-/// The seats a request takes (kube's work estimator, its LIST part): a LIST is charged by the
-/// number of objects of its resource the watch cache holds; everything else takes one seat.
-fn work_estimate(srv: &ApiServer, info: &RequestInfo, query: Option<&str>, max_seats: u32) -> u32 {
-    if !info.is_resource_request || info.verb != "list" {
-        return 1;
+/// A request's work (kube's `WorkEstimate`): the seats it holds while it runs, and how long
+/// they stay taken after its answer is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WorkEstimate {
+    seats: u32,
+    linger: Duration,
+}
+
+const ONE_SEAT: WorkEstimate = WorkEstimate { seats: 1, linger: Duration::ZERO };
+
+/// kube's mutating work estimator: watchers per seat of notification work.
+const WATCHES_PER_SEAT: u64 = 10;
+/// kube's estimate of one seat's work per notification batch.
+const EVENT_ADDITIONAL: Duration = Duration::from_millis(5);
+
+/// The seats a request takes (kube's work estimator): a LIST by the number of objects of its
+/// resource the watch cache holds, a write by the watchers of its resource; everything else
+/// one seat.
+fn work_estimate(srv: &ApiServer, info: &RequestInfo, query: Option<&str>, max_seats: u32) -> WorkEstimate {
+    if !info.is_resource_request {
+        return ONE_SEAT;
     }
-    let Some(scope) = srv.chain.scope(&info.api_group, &info.api_version, &info.resource) else { return 1 };
-    let stored = srv.rest.caches().cache(&scope.spec().key_prefix()).map_or(0, |c| c.len() as u64);
+    let mutating = matches!(info.verb.as_str(), "create" | "update" | "patch" | "delete");
+    if info.verb != "list" && !mutating {
+        return ONE_SEAT;
+    }
+    let Some(scope) = srv.chain.scope(&info.api_group, &info.api_version, &info.resource) else { return ONE_SEAT };
+    let Some(cache) = srv.rest.caches().cache(&scope.spec().key_prefix()) else { return ONE_SEAT };
+    if mutating {
+        // A service account token is made, not stored: nobody hears of it (kube's exemption).
+        if info.resource == "serviceaccounts" && info.subresource == "token" {
+            return ONE_SEAT;
+        }
+        return mutating_estimate(cache.watcher_count() as u64, max_seats);
+    }
+    let stored = cache.len() as u64;
     let query = crate::query::Query::parse(query);
     let limit = query.get("limit").and_then(|l| l.parse::<u64>().ok());
     // kapi answers lists from the watch cache except continued pages and exact-revision reads.
     let from_storage = query.get("continue").is_some_and(|c| !c.is_empty()) || query.get("resourceVersionMatch") == Some("Exact");
     let selector = ["labelSelector", "fieldSelector"].iter().any(|k| query.get(k).is_some_and(|s| !s.is_empty()));
-    kapi_flowcontrol::list_seats(stored, limit, !from_storage, selector, max_seats)
+    WorkEstimate { seats: kapi_flowcontrol::list_seats(stored, limit, !from_storage, selector, max_seats), linger: Duration::ZERO }
+}
+
+/// A write heard by `watchers`: from ten of them on, one seat per ten, each for 5 ms after
+/// the answer; a request wider than the level's maximum is reshaped into its maximum seats
+/// for proportionally longer (the same seat-seconds).
+fn mutating_estimate(watchers: u64, max_seats: u32) -> WorkEstimate {
+    if watchers < WATCHES_PER_SEAT {
+        return ONE_SEAT;
+    }
+    let work_seats = watchers.div_ceil(WATCHES_PER_SEAT);
+    let seats = u32::try_from(work_seats).unwrap_or(u32::MAX).min(max_seats.clamp(1, kapi_flowcontrol::allocation::ESTIMATOR_MAX_SEATS));
+    let linger = EVENT_ADDITIONAL.mul_f64(work_seats as f64 / f64::from(seats));
+    WorkEstimate { seats, linger }
 }
 
 fn with_headers(mut resp: Response<Body>, schema_uid: &str, level_uid: &str) -> Response<Body> {
@@ -101,18 +147,22 @@ where
             Err(never) => match never {},
         };
     };
-    let long_running = req.extensions().get::<RequestInfo>().is_some_and(RequestInfo::is_long_running);
+    // kube limits watches (for their set-up) but no other long-running request.
+    let watch = req.extensions().get::<RequestInfo>().is_some_and(|i| i.verb == "watch");
+    let long_running = req.extensions().get::<RequestInfo>().is_some_and(RequestInfo::is_long_running) && !watch;
+    let mut estimate = ONE_SEAT;
     let arrived = std::time::Instant::now();
     let gauges = crate::metrics::flowcontrol_flow(&decision.level, &decision.schema);
-    let mut taken = 1;
     let seat = match &decision.queues {
         Some(level) if !long_running => {
             let limit = wait_limit(srv.options.request_timeout, req.uri().query());
-            let seats = req.extensions().get::<RequestInfo>().map_or(1, |info| work_estimate(&srv, info, req.uri().query(), decision.max_seats));
-            taken = seats;
+            if let Some(info) = req.extensions().get::<RequestInfo>() {
+                estimate = work_estimate(&srv, info, req.uri().query(), decision.max_seats);
+            }
+            let seats = estimate.seats;
             // kube's rejection reasons: no place in a queue (or a level that does not queue),
             // or the wait ran out.
-            let description = describe(&req, &decision.schema, seats, Duration::ZERO);
+            let description = describe(&req, &decision.schema, seats, estimate.linger);
             let (seat, reason) = match level.arrive_described(fc.next_id(), decision.flow_hash, seats, description) {
                 Admission::Admitted(ticket) => {
                     let _in_queue = ticket.queued().then(|| gauges.in_queue(seats));
@@ -133,19 +183,24 @@ where
     };
     crate::metrics::flowcontrol_dispatched(&decision.schema, &decision.level, arrived.elapsed());
     // kube counts what runs, exempt requests included (at kapi's one seat: it estimates no work
-    // for them); not the long-running requests.
-    let executing = (!long_running).then(|| gauges.executing(taken, Duration::ZERO));
+    // for them), a watch while it is set up; not the other long-running requests.
+    let executing = (!long_running).then(|| gauges.executing(estimate.seats, estimate.linger));
     let resp = match inner.oneshot(req).await {
         Ok(resp) => with_headers(resp, &decision.schema_uid, &decision.level_uid),
         Err(never) => match never {},
     };
     match seat {
+        // A watch is set up once its answer's head is ready; its events are not limited.
+        Some(seat) if watch => {
+            drop(seat);
+            resp
+        }
         // The seat is free once the answer is written, not when it is ready.
-        Some(seat) => response::hold_until_sent(resp, (seat, executing)),
+        Some(seat) => response::hold_until_sent(resp, (seat.linger(estimate.linger), executing)),
         // An exempt request runs until its answer is written too.
         None => match executing {
-            Some(executing) => response::hold_until_sent(resp, executing),
-            None => resp,
+            Some(executing) if !watch => response::hold_until_sent(resp, executing),
+            _ => resp,
         },
     }
 }
@@ -185,7 +240,19 @@ filter!(
 mod tests {
     use std::time::Duration;
 
-    use super::wait_limit;
+    use super::{mutating_estimate, wait_limit, WorkEstimate, ONE_SEAT};
+
+    #[test]
+    fn writes_cost_a_seat_per_ten_watchers_after_their_answer() {
+        assert_eq!(mutating_estimate(0, 8), ONE_SEAT);
+        assert_eq!(mutating_estimate(9, 8), ONE_SEAT);
+        assert_eq!(mutating_estimate(10, 8), WorkEstimate { seats: 1, linger: Duration::from_millis(5) });
+        assert_eq!(mutating_estimate(35, 8), WorkEstimate { seats: 4, linger: Duration::from_millis(5) });
+        // 200 watchers: 20 seats of 5 ms reshaped into the level's 8 seats for 12.5 ms.
+        assert_eq!(mutating_estimate(200, 8), WorkEstimate { seats: 8, linger: Duration::from_micros(12_500) });
+        // Never beyond the estimator's own ceiling of 10.
+        assert_eq!(mutating_estimate(1000, 40).seats, 10);
+    }
 
     #[test]
     fn requests_wait_a_quarter_of_their_deadline_at_most_a_minute() {

@@ -316,7 +316,7 @@ impl Ticket {
 
     fn seat(&mut self, running: Running) -> Seat {
         self.rx = None;
-        Seat { level: self.level.clone(), running: Some(running) }
+        Seat { level: self.level.clone(), running: Some(running), linger: Duration::ZERO }
     }
 
     /// Leaves the queue (its wait ran out, or its client left); when the request was
@@ -348,17 +348,36 @@ impl Drop for Ticket {
     }
 }
 
-/// A running request's seats, given back when dropped (once its answer is sent).
+/// A running request's seats, given back when dropped (once its answer is sent), or
+/// `linger` later.
 #[derive(Debug)]
 pub struct Seat {
     level: Arc<Level>,
     running: Option<Running>,
+    linger: Duration,
+}
+
+impl Seat {
+    /// Keeps the seats taken for `linger` after the answer (kube's final phase of a write:
+    /// the work of its watch notifications, which go out after the client has its answer).
+    pub fn linger(mut self, linger: Duration) -> Seat {
+        self.linger = linger;
+        self
+    }
 }
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        if let Some(running) = self.running.take() {
-            self.level.finish(running);
+        let Some(running) = self.running.take() else { return };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !self.linger.is_zero() => {
+                let (level, linger) = (self.level.clone(), self.linger);
+                runtime.spawn(async move {
+                    tokio::time::sleep(linger).await;
+                    level.finish(running);
+                });
+            }
+            _ => self.level.finish(running),
         }
     }
 }
