@@ -8,6 +8,7 @@ pub mod admission;
 pub mod audit_webhook;
 pub mod auth_webhooks;
 pub mod bootstrap;
+pub mod bulk;
 pub mod config;
 pub mod controllers;
 pub mod decode;

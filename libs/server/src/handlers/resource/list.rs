@@ -63,11 +63,14 @@ const LIST_CHUNK_BYTES: usize = 32 * 1024;
 /// A JSON list answer written as the client reads it: the list's head, then its items about
 /// [`LIST_CHUNK_BYTES`] at a time, each chunk encoded when the connection wants the next one.
 /// A LIST of 100,000 objects then holds the cached objects it shares with the watch cache and
-/// one chunk, not a copy of the whole answer (30 MB of JSON, twice that while the buffer
-/// grows), and a big list is encoded in slices that never stall a worker for long (the stream
-/// yields between them). The bytes
-/// are those the whole-list encoding (`ListRef`, in the tests) writes.
+/// a chunk or two, not a copy of the whole answer (30 MB of JSON, twice that while the buffer
+/// grows). The chunks are encoded on the bulk runtime ([`crate::bulk`]), two at most ahead of
+/// the connection, so the request workers only write them out; without it they are encoded
+/// in the connection's own task, which yields between chunks so that a big list never stalls
+/// a worker for long. The bytes are those the whole-list encoding (`ListRef`, in the tests)
+/// writes.
 fn stream_json_list(spec: &ResourceSpec, typed: bool, items: Vec<Arc<Value>>, meta: &Value) -> http::Response<response::Body> {
+    use futures_util::StreamExt;
     use http_body_util::BodyExt;
     let mut head = Vec::with_capacity(256);
     head.extend_from_slice(br#"{"kind":"#);
@@ -77,37 +80,71 @@ fn stream_json_list(spec: &ResourceSpec, typed: bool, items: Vec<Arc<Value>>, me
     head.extend_from_slice(br#","metadata":"#);
     let _ = serde_json::to_writer(&mut head, meta);
     head.extend_from_slice(br#","items":["#);
-    // (items, the next one to write, the head still to send); past the end when all is sent.
-    let chunks = futures_util::stream::unfold((items, 0usize, Some(head)), move |(items, next, head)| async move {
-        if next > items.len() {
+    let mut chunks = ListChunks { items, typed, next: 0, head: Some(head) };
+    let frame = |chunk| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(chunk));
+    let body = match crate::bulk::handle() {
+        Some(bulk) => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
+            bulk.spawn(async move {
+                while let Some(chunk) = chunks.next_chunk() {
+                    // The client went away: stop encoding.
+                    if tx.send(chunk).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            futures_util::stream::unfold(rx, move |mut rx| async move { rx.recv().await.map(|chunk| (frame(chunk), rx)) }).boxed()
+        }
+        None => futures_util::stream::unfold(chunks, move |mut chunks| async move {
+            if chunks.head.is_none() {
+                // Back of the run queue between chunks: the connection would otherwise encode
+                // and write chunk after chunk in one turn while its client keeps up (megabytes,
+                // tens of milliseconds), and every other request on this worker would wait.
+                tokio::task::yield_now().await;
+            }
+            chunks.next_chunk().map(|chunk| (frame(chunk), chunks))
+        })
+        .boxed(),
+    };
+    let mut resp = http::Response::new(http_body_util::StreamBody::new(body).boxed_unsync());
+    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp.extensions_mut().insert(response::NegotiatedJson);
+    resp
+}
+
+/// A JSON list's bytes in chunks: the head (with the first items), then the items about
+/// [`LIST_CHUNK_BYTES`] at a time, the last chunk with the list's end.
+struct ListChunks {
+    items: Vec<Arc<Value>>,
+    typed: bool,
+    /// The next item to write; past the end once the list's end is written.
+    next: usize,
+    /// The list's head, still to send.
+    head: Option<Vec<u8>>,
+}
+
+impl ListChunks {
+    fn next_chunk(&mut self) -> Option<bytes::Bytes> {
+        if self.next > self.items.len() {
             return None;
         }
-        if head.is_none() {
-            // Back of the run queue between chunks: the connection would otherwise encode
-            // and write chunk after chunk in one turn while its client keeps up (megabytes,
-            // tens of milliseconds), and every other request on this worker would wait.
-            tokio::task::yield_now().await;
-        }
-        let mut buf = head.unwrap_or_else(|| Vec::with_capacity(LIST_CHUNK_BYTES + 4096));
-        let mut i = next;
-        while i < items.len() && buf.len() < LIST_CHUNK_BYTES {
+        let mut buf = self.head.take().unwrap_or_else(|| Vec::with_capacity(LIST_CHUNK_BYTES + 4096));
+        let mut i = self.next;
+        while i < self.items.len() && buf.len() < LIST_CHUNK_BYTES {
             if i > 0 {
                 buf.push(b',');
             }
             // Values always encode; a failure would be a bug, and ends the list short.
-            let _ = serde_json::to_writer(&mut buf, &ItemRef(&items[i], typed));
+            let _ = serde_json::to_writer(&mut buf, &ItemRef(&self.items[i], self.typed));
             i += 1;
         }
-        if i == items.len() {
+        if i == self.items.len() {
             buf.extend_from_slice(b"]}\n");
             i += 1;
         }
-        Some((Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(buf))), (items, i, None)))
-    });
-    let mut resp = http::Response::new(http_body_util::StreamBody::new(chunks).boxed_unsync());
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    resp.extensions_mut().insert(response::NegotiatedJson);
-    resp
+        self.next = i;
+        Some(bytes::Bytes::from(buf))
+    }
 }
 
 /// A list serialized whole from borrowed items: what [`stream_json_list`] writes in chunks.
