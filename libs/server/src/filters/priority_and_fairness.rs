@@ -110,11 +110,9 @@ fn mutating_estimate(watchers: u64, max_seats: u32) -> WorkEstimate {
     WorkEstimate { seats, linger }
 }
 
-fn with_headers(mut resp: Response<Body>, schema_uid: &str, level_uid: &str) -> Response<Body> {
+fn with_headers(mut resp: Response<Body>, schema_uid: &HeaderValue, level_uid: &HeaderValue) -> Response<Body> {
     for (name, uid) in [(FLOW_SCHEMA_UID, schema_uid), (PRIORITY_LEVEL_UID, level_uid)] {
-        if let Ok(value) = HeaderValue::from_str(uid) {
-            resp.headers_mut().insert(name, value);
-        }
+        resp.headers_mut().insert(name, uid.clone());
     }
     resp
 }
@@ -181,7 +179,7 @@ where
         }
         _ => None,
     };
-    crate::metrics::flowcontrol_dispatched(&decision.schema, &decision.level, arrived.elapsed());
+    gauges.dispatched(arrived.elapsed());
     // kube counts what runs, exempt requests included (at kapi's one seat: it estimates no work
     // for them), a watch while it is set up; not the other long-running requests.
     let executing = (!long_running).then(|| gauges.executing(estimate.seats, estimate.linger));

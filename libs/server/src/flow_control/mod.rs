@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use http::HeaderValue;
 use kapi_flowcontrol::{allocate, bootstrap, classify, flow_hash, Config, LevelLimits, PriorityLevel, RequestDigest};
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -32,6 +33,8 @@ use self::level::Level;
 pub struct LevelEntry {
     /// The object's `metadata.uid` ("" for a mandatory level not stored yet).
     pub uid: String,
+    /// The same, as the header value every answer of the level carries.
+    pub uid_header: HeaderValue,
     /// Its configuration.
     pub config: PriorityLevel,
     /// Its bounds for the server's limit.
@@ -44,7 +47,7 @@ pub struct LevelEntry {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     config: Config,
-    schema_uids: HashMap<String, String>,
+    schema_uids: HashMap<String, HeaderValue>,
     levels: HashMap<String, LevelEntry>,
 }
 
@@ -56,15 +59,20 @@ pub struct Decision {
     /// Its level's name (the metrics' `priority_level`).
     pub level: String,
     /// The matching FlowSchema's UID (the `X-Kubernetes-PF-FlowSchema-UID` header).
-    pub schema_uid: String,
+    pub schema_uid: HeaderValue,
     /// Its level's UID (the `X-Kubernetes-PF-PriorityLevel-UID` header).
-    pub level_uid: String,
+    pub level_uid: HeaderValue,
     /// The level's queues; None for exempt levels.
     pub queues: Option<Arc<Level>>,
     /// The flow's hash (schema and distinguisher).
     pub flow_hash: u64,
     /// The most seats one request of the level may take.
     pub max_seats: u32,
+}
+
+/// A UID as a header value, built once per configuration rather than per answer.
+fn header_value(uid: &str) -> HeaderValue {
+    HeaderValue::from_str(uid).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 fn uid_of(obj: &Value) -> String {
@@ -111,12 +119,13 @@ impl Snapshot {
                 crate::metrics::flowcontrol_current_limit(&level.name, limits.nominal);
             }
             let uid = level_uids.get(level.name.as_str()).cloned().unwrap_or_default();
-            entries.insert(level.name.clone(), LevelEntry { uid, config: level.clone(), limits, queues });
+            let uid_header = header_value(&uid);
+            entries.insert(level.name.clone(), LevelEntry { uid, uid_header, config: level.clone(), limits, queues });
         }
         for gone in previous.levels.keys().filter(|name| !entries.contains_key(*name)) {
             crate::metrics::flowcontrol_forget_level(gone);
         }
-        let schema_uids = schemas.iter().map(|s| (name_of(s).to_owned(), uid_of(s))).collect();
+        let schema_uids = schemas.iter().map(|s| (name_of(s).to_owned(), header_value(&uid_of(s)))).collect();
         Snapshot { config, schema_uids, levels: entries }
     }
 
@@ -133,8 +142,8 @@ impl Snapshot {
         let (schema, distinguisher) = class.flow(digest);
         Some(Decision {
             level: class.level.name.clone(),
-            schema_uid: self.schema_uids.get(&schema).cloned().unwrap_or_default(),
-            level_uid: entry.uid.clone(),
+            schema_uid: self.schema_uids.get(&schema).cloned().unwrap_or_else(|| HeaderValue::from_static("")),
+            level_uid: entry.uid_header.clone(),
             queues: entry.queues.clone(),
             flow_hash: flow_hash(&schema, &distinguisher),
             max_seats: entry.limits.max_seats,
@@ -242,7 +251,7 @@ mod tests {
         let first = Snapshot::build(&schemas, &levels, 600, &Snapshot::default());
         let groups = vec!["system:authenticated".to_owned()];
         let d = first.decide(&user(&groups)).unwrap();
-        assert_eq!((d.schema_uid.as_str(), d.level_uid.as_str()), ("uid-global-default", "uid-global-default"));
+        assert_eq!((d.schema_uid.to_str().unwrap(), d.level_uid.to_str().unwrap()), ("uid-global-default", "uid-global-default"));
 
         // Fewer shares for workload-low: every nominal limit moves, no queuing changes.
         let low = levels.iter_mut().find(|l| l["metadata"]["name"] == "workload-low").unwrap();

@@ -296,13 +296,6 @@ pub fn storage_list(resource: &str, examined: u64, returned: u64) {
     GLOBAL.storage_list_returned.with_label_values(&[resource]).inc_by(returned);
 }
 
-/// API Priority and Fairness: a request of `schema`/`level` dispatched after waiting `waited`
-/// (zero for exempt levels and requests dispatched at once).
-pub fn flowcontrol_dispatched(schema: &str, level: &str, waited: std::time::Duration) {
-    GLOBAL.flowcontrol_dispatched.with_label_values(&[schema, level]).inc();
-    GLOBAL.flowcontrol_wait.with_label_values(&[schema, level, "true"]).observe(waited.as_secs_f64());
-}
-
 /// API Priority and Fairness: a request rejected for `reason` (kube's `queue-full`,
 /// `concurrency-limit`, `time-out`) after waiting `waited`.
 pub fn flowcontrol_rejected(schema: &str, level: &str, reason: &str, waited: std::time::Duration) {
@@ -318,6 +311,10 @@ pub struct FlowGauges {
     inqueue_seats: IntGauge,
     executing_requests: IntGauge,
     executing_seats: IntGauge,
+    /// The flow's dispatched counter and its executed-wait histogram, looked up once here
+    /// rather than by label values on every request.
+    dispatched: prometheus::IntCounter,
+    waited: prometheus::Histogram,
 }
 
 /// A level's flows' gauges, by schema.
@@ -342,12 +339,21 @@ pub fn flowcontrol_flow(level: &str, schema: &str) -> Arc<FlowGauges> {
                 inqueue_seats: GLOBAL.flowcontrol_inqueue_seats.with_label_values(&labels),
                 executing_requests: GLOBAL.flowcontrol_executing_requests.with_label_values(&labels),
                 executing_seats: GLOBAL.flowcontrol_executing_seats.with_label_values(&labels),
+                dispatched: GLOBAL.flowcontrol_dispatched.with_label_values(&[schema, level]),
+                waited: GLOBAL.flowcontrol_wait.with_label_values(&[schema, level, "true"]),
             })
         })
         .clone()
 }
 
 impl FlowGauges {
+    /// A request of the flow is dispatched after waiting `waited` (kube's dispatched counter
+    /// and its wait histogram, `execute="true"`).
+    pub fn dispatched(&self, waited: std::time::Duration) {
+        self.dispatched.inc();
+        self.waited.observe(waited.as_secs_f64());
+    }
+
     /// A request of `seats` waits in a queue until the guard drops.
     pub fn in_queue(self: &Arc<Self>, seats: u32) -> InQueue {
         self.inqueue_requests.inc();

@@ -25,7 +25,7 @@ use prometheus::{Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, 
 
 pub use exposition::respond;
 pub use global::{
-    admission_step, encryption_config_reload, audit_error, audit_event, flowcontrol_current_limit, flowcontrol_dispatched, flowcontrol_flow, flowcontrol_forget_level,
+    admission_step, encryption_config_reload, audit_error, audit_event, flowcontrol_current_limit, flowcontrol_flow, flowcontrol_forget_level,
     flowcontrol_level_limits, flowcontrol_level_totals, flowcontrol_rejected, storage_list, AdmissionMetrics, RestClientMetrics,
 };
 pub use request::{RequestMetrics, WatchEvents};
