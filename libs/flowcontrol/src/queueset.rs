@@ -261,11 +261,6 @@ impl QueueSet {
         self.demand_stats
     }
 
-    /// The seats the level may use now.
-    pub fn limit(&self) -> u32 {
-        self.limit
-    }
-
     /// The level's seats changed (borrowing and lending move them): more may run now.
     pub fn set_limit(&mut self, now: f64, limit: u32) {
         self.sync_time(now);

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::audit::{workload, Plan, POLICY};
-use crate::stats::{ms, Samples};
+use crate::stats::{median, ms, Samples};
 use crate::Kapi;
 
 /// One way of starting kapi.
@@ -162,15 +162,6 @@ async fn measure(
         cpu,
         side,
     })
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// The medians of one configuration for one kind of request.

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod changes;
+pub mod flowcontrol;
 pub mod linearizability;
 pub mod reflector;
 pub mod soak;

@@ -9,20 +9,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kapi_e2e::{wait_for, Credential, Kapi, Request};
+use kapi_e2e::flowcontrol::{big_configmaps, level_for_user, user_cert, FLOW_SCHEMAS, LEVELS, LEVEL_HEADER, SCHEMA_HEADER};
+use kapi_e2e::{wait_for, Kapi, Request};
 use serde_json::json;
 
-const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
-const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
-const SCHEMA_HEADER: &str = "x-kubernetes-pf-flowschema-uid: ";
-const LEVEL_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid: ";
-
-fn cert(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
-    match kapi.issue_client_cert(user, &[]) {
-        Credential::Cert { cert, key } => (cert, key),
-        other => panic!("not a certificate: {other:?}"),
-    }
-}
 
 fn uid(kapi: &Kapi, collection: &str, name: &str) -> Option<String> {
     let r = kapi.request(&Request::get(&format!("{collection}/{name}")));
@@ -76,7 +66,7 @@ fn bootstrap_objects_are_kept_and_answers_name_their_schema_and_level() {
     let exempt_uids = || (uid(&kapi, FLOW_SCHEMAS, "exempt").unwrap_or_default(), uid(&kapi, LEVELS, "exempt").unwrap_or_default());
     let applied = wait_for(Duration::from_secs(5), || (pf_uids(&kapi, "/api/v1/namespaces", None) == exempt_uids()).then_some(()));
     assert!(applied.is_some(), "admin answer {:?}, exempt objects {:?}", pf_uids(&kapi, "/api/v1/namespaces", None), exempt_uids());
-    let alice = cert(&kapi, "alice");
+    let alice = user_cert(&kapi, "alice");
     let global = (uid(&kapi, FLOW_SCHEMAS, "global-default").unwrap(), uid(&kapi, LEVELS, "global-default").unwrap());
     assert_eq!(pf_uids(&kapi, "/api/v1/namespaces/default/configmaps", Some(&alice)), global, "a forbidden answer is classified too");
 
@@ -193,23 +183,9 @@ const NS: &str = "/api/v1/namespaces/default/configmaps";
 fn loader_on_a_tiny_level(limit_response: serde_json::Value) -> (Kapi, (PathBuf, PathBuf), (String, String)) {
     let kapi = Kapi::start_with(&["--enable-priority-and-fairness", "--max-requests-inflight", "10", "--max-mutating-requests-inflight", "10"])
         .expect("start kapi");
-    let level = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration", "metadata": {"name": "tiny"},
-        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "limitResponse": limit_response}}});
-    let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "loaders"},
-        "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
-                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "loader"}}],
-                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}]}]}});
-    for (collection, obj) in [(LEVELS, &level), (FLOW_SCHEMAS, &schema)] {
-        let r = kapi.request(&Request::new("POST", collection).json(obj));
-        assert_eq!(r.status, 201, "{}", r.raw);
-    }
-    let out = kapi.kubectl(&["create", "clusterrolebinding", "loader", "--clusterrole=view", "--user=loader"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let loader = cert(&kapi, "loader");
-    for i in 0..20 {
-        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"payload": "x".repeat(256 * 1024)}});
-        assert_eq!(kapi.request(&Request::new("POST", NS).json(&cm)).status, 201);
-    }
+    level_for_user(&kapi, "tiny", "loaders", "loader", json!({"nominalConcurrencyShares": 1, "limitResponse": limit_response}));
+    let loader = user_cert(&kapi, "loader");
+    big_configmaps(&kapi, 20, 256);
     let tiny = (uid(&kapi, FLOW_SCHEMAS, "loaders").unwrap(), uid(&kapi, LEVELS, "tiny").unwrap());
     let applied = wait_for(Duration::from_secs(5), || {
         let (_, headers, _) = get(&kapi, &loader, "/api/v1/namespaces/default/configmaps/big-0");

@@ -7,43 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kapi_e2e::raw::RawConnection;
-use kapi_e2e::{wait_for, Credential, Kapi, Request};
+use kapi_e2e::flowcontrol::{big_configmaps, level_for_user, user_cert, LEVELS};
+use kapi_e2e::{wait_for, Kapi, Request};
 use serde_json::{json, Value};
 
-const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
-const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
 const NS: &str = "/api/v1/namespaces/default/configmaps";
-
-fn cert(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
-    match kapi.issue_client_cert(user, &[]) {
-        Credential::Cert { cert, key } => (cert, key),
-        other => panic!("not a certificate: {other:?}"),
-    }
-}
 
 fn create(kapi: &Kapi, collection: &str, obj: &Value) {
     let r = kapi.request(&Request::new("POST", collection).json(obj));
     assert_eq!(r.status, 201, "{}", r.raw);
-}
-
-/// A level `name` with `limited` as its spec, and a schema sending everything `user` does to it.
-fn level_for(kapi: &Kapi, name: &str, user: &str, limited: Value) {
-    create(kapi, LEVELS, &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
-        "metadata": {"name": name}, "spec": {"type": "Limited", "limited": limited}}));
-    create(kapi, FLOW_SCHEMAS, &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": name},
-        "spec": {"priorityLevelConfiguration": {"name": name}, "matchingPrecedence": 500,
-                 "rules": [{"subjects": [{"kind": "User", "user": {"name": user}}],
-                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}]}]}}));
-    let out = kapi.kubectl(&["create", "clusterrolebinding", user, "--clusterrole=view", &format!("--user={user}")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// `count` ConfigMaps of `kib` KiB each in `default`.
-fn fill(kapi: &Kapi, count: usize, kib: usize) {
-    for i in 0..count {
-        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"payload": "x".repeat(kib * 1024)}});
-        assert_eq!(kapi.request(&Request::new("POST", NS).json(&cm)).status, 201);
-    }
 }
 
 /// The value of the series whose line starts with `series` (name and labels) on `/metrics`.
@@ -66,12 +38,12 @@ fn until_applied(kapi: &Kapi, who: &(PathBuf, PathBuf), level: &str) {
 fn a_watch_waits_for_a_seat_and_holds_it_only_while_it_is_set_up() {
     let kapi = Kapi::start_with(&["--max-requests-inflight", "10", "--max-mutating-requests-inflight", "10"]).expect("start kapi");
     // One seat that rejects when taken, lent to nobody and borrowing nothing.
-    level_for(&kapi, "one-seat", "watcher", json!({"nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
+    level_for_user(&kapi, "one-seat", "one-seat", "watcher", json!({"nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
         "limitResponse": {"type": "Reject"}}));
     // 24 MiB of ConfigMaps: a LIST far larger than the socket buffers, so a client that does
     // not read it keeps the level's one seat.
-    fill(&kapi, 32, 768);
-    let watcher = cert(&kapi, "watcher");
+    big_configmaps(&kapi, 32, 768);
+    let watcher = user_cert(&kapi, "watcher");
     until_applied(&kapi, &watcher, "one-seat");
 
     let mut stalled = RawConnection::open(kapi.port(), &kapi.pki_dir().join("ca.crt"), &watcher.0, &watcher.1);
@@ -111,13 +83,13 @@ fn a_flooded_level_borrows_the_seats_an_idle_level_lends() {
     let kapi = Kapi::start_with(&["--max-requests-inflight", "20", "--max-mutating-requests-inflight", "20"]).expect("start kapi");
     // `busy` has a small share and may borrow without limit; `lender` has a large share, all
     // of it lendable, and no traffic.
-    level_for(&kapi, "busy", "flooder", json!({"nominalConcurrencyShares": 5, "lendablePercent": 0,
+    level_for_user(&kapi, "busy", "busy", "flooder", json!({"nominalConcurrencyShares": 5, "lendablePercent": 0,
         "limitResponse": {"type": "Queue", "queuing": {"queues": 16, "handSize": 4, "queueLengthLimit": 100}}}));
     create(&kapi, LEVELS, &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
         "metadata": {"name": "lender"}, "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 200, "lendablePercent": 100,
         "limitResponse": {"type": "Reject"}}}}));
-    fill(&kapi, 20, 256);
-    let flooder = cert(&kapi, "flooder");
+    big_configmaps(&kapi, 20, 256);
+    let flooder = user_cert(&kapi, "flooder");
     until_applied(&kapi, &flooder, "busy");
     let series = |name: &str, level: &str| format!("apiserver_flowcontrol_{name}{{priority_level=\"{level}\"}}");
     let nominal = metric(&kapi, &series("nominal_limit_seats", "busy")).expect("busy's nominal limit");

@@ -12,12 +12,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use kapi_e2e::{wait_for, Credential, Kapi, Request};
+use kapi_e2e::flowcontrol::{FLOW_SCHEMAS, LEVELS, LEVEL_HEADER, user_cert};
+use kapi_e2e::{wait_for, Kapi, Request};
 use serde_json::json;
 
-const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
-const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
-const LEVEL_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid: ";
 /// The level's queues. One queue per flow (handSize 1): kube's fair queuing is fair among
 /// queues, and with a larger hand a flow with many requests waiting spreads over its whole hand
 /// while one with few fills fewer queues.
@@ -26,13 +24,6 @@ const NAMESPACES: [&str; 3] = ["ns-a", "ns-b", "ns-c"];
 /// Before counting, the queues fill; then answers are counted for the window.
 const WARMUP: Duration = Duration::from_secs(2);
 const WINDOW: Duration = Duration::from_secs(10);
-
-fn cert(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
-    match kapi.issue_client_cert(user, &[]) {
-        Credential::Cert { cert, key } => (cert, key),
-        other => panic!("not a certificate: {other:?}"),
-    }
-}
 
 /// kapi's flow hash (FNV-1a of schema, a zero byte, distinguisher), to check beforehand that
 /// the test's flows land in distinct queues: flows that share a queue share its share.
@@ -134,7 +125,7 @@ fn flows_share_a_level_evenly_by_user_or_by_namespace() {
             assert_eq!(r.status, 201, "{}", r.raw);
         }
     }
-    let (alice, bob) = (cert(&kapi, "alice"), cert(&kapi, "bob"));
+    let (alice, bob) = (user_cert(&kapi, "alice"), user_cert(&kapi, "bob"));
     let applied = wait_for(Duration::from_secs(5), || {
         let answer = kapi.get_with_headers("/api/v1/namespaces/ns-a/configmaps/big-0", false, Some(&alice));
         answer.headers.lines().any(|l| l.strip_prefix(LEVEL_HEADER).map(str::trim) == Some(level_uid.as_str())).then_some(())

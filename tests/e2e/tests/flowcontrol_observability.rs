@@ -9,21 +9,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kapi_e2e::{wait_for, Credential, Kapi, Request};
+use kapi_e2e::flowcontrol::{big_configmaps, level_for_user, user_cert};
+use kapi_e2e::{wait_for, Kapi};
 use serde_json::json;
 
-const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
-const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
 const DEBUG: &str = "/debug/api_priority_and_fairness";
 /// The configmaps the loader lists.
 const NS: &str = "/api/v1/namespaces/default/configmaps";
-
-fn cert(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
-    match kapi.issue_client_cert(user, &[]) {
-        Credential::Cert { cert, key } => (cert, key),
-        other => panic!("not a certificate: {other:?}"),
-    }
-}
 
 /// (status, lowercased headers, body) of a GET, as the admin when `cert` is None.
 fn get(kapi: &Kapi, path: &str, cert: Option<&(PathBuf, PathBuf)>) -> (u16, String, String) {
@@ -63,25 +55,11 @@ fn gauges_and_dumps_follow_a_loaded_level() {
     // 20 seats; `tiny` has 1 share of 246, so ceil(20/246) = 1 seat, and it may not borrow.
     let kapi = Kapi::start_with(&["--enable-priority-and-fairness", "--max-requests-inflight", "10", "--max-mutating-requests-inflight", "10"])
         .expect("start kapi");
-    let level = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration", "metadata": {"name": "tiny"},
-        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "borrowingLimitPercent": 0,
-                 "limitResponse": {"type": "Queue", "queuing": {"queues": 2, "handSize": 1, "queueLengthLimit": 50}}}}});
-    let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "loaders"},
-        "spec": {"priorityLevelConfiguration": {"name": "tiny"}, "matchingPrecedence": 500,
-                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "loader"}}],
-                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": true}]}]}});
-    for (collection, obj) in [(LEVELS, &level), (FLOW_SCHEMAS, &schema)] {
-        let r = kapi.request(&Request::new("POST", collection).json(obj));
-        assert_eq!(r.status, 201, "{}", r.raw);
-    }
-    let out = kapi.kubectl(&["create", "clusterrolebinding", "loader", "--clusterrole=view", "--user=loader"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let loader = cert(&kapi, "loader");
+    level_for_user(&kapi, "tiny", "loaders", "loader", json!({"nominalConcurrencyShares": 1, "borrowingLimitPercent": 0,
+        "limitResponse": {"type": "Queue", "queuing": {"queues": 2, "handSize": 1, "queueLengthLimit": 50}}}));
+    let loader = user_cert(&kapi, "loader");
     // Lists of about 5 MB: slow enough that the loader's clients queue behind its one seat.
-    for i in 0..20 {
-        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"payload": "x".repeat(256 * 1024)}});
-        assert_eq!(kapi.request(&Request::new("POST", NS).json(&cm)).status, 201);
-    }
+    big_configmaps(&kapi, 20, 256);
 
     // The limit gauges: each level's share of the 20 seats (shares of 246, rounded up).
     let limits = wait_for(Duration::from_secs(10), || {
@@ -138,7 +116,7 @@ fn gauges_and_dumps_follow_a_loaded_level() {
     assert!(dump(&kapi, "dump_requests", "").iter().all(|r| r[0] != "tiny"), "finished requests left the dump");
 
     // The dumps are non-resource URLs: a plain user (or one allowed to view resources) is refused.
-    let alice = cert(&kapi, "alice");
+    let alice = user_cert(&kapi, "alice");
     for name in ["dump_priority_levels", "dump_queues", "dump_requests"] {
         for who in [&alice, &loader] {
             let (status, _, body) = get(&kapi, &format!("{DEBUG}/{name}"), Some(who));

@@ -6,11 +6,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use kapi_e2e::{Credential, Kapi, NatsServer, Request};
+use kapi_e2e::flowcontrol::{user_cert, FLOW_SCHEMAS, LEVELS};
+use kapi_e2e::{Kapi, NatsServer, Request};
 use serde_json::json;
 
-const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
-const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
 const PROBE: &str = "/api/v1/namespaces/default/configmaps";
 
 /// The bound the issue sets for a change to apply on every replica.
@@ -47,10 +46,7 @@ fn a_change_through_one_replica_applies_on_the_other_within_a_second() {
     b.wait_ready(Duration::from_secs(30)).expect("ready");
     let out = a.kubectl(&["create", "clusterrolebinding", "mover", "--clusterrole=view", "--user=mover"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mover = match a.issue_client_cert("mover", &[]) {
-        Credential::Cert { cert, key } => (cert, key),
-        other => panic!("not a certificate: {other:?}"),
-    };
+    let mover = user_cert(&a, "mover");
     let global = (uid(&a, &format!("{FLOW_SCHEMAS}/global-default")), uid(&a, &format!("{LEVELS}/global-default")));
     assert_eq!(pf_uids(&b, &mover), global, "a plain user starts in global-default");
 

@@ -7,13 +7,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kapi_e2e::{wait_for, Credential, Kapi, Request};
+use kapi_e2e::flowcontrol::{FLOW_SCHEMAS, LEVELS, LEVEL_HEADER, SCHEMA_HEADER, user_cert};
+use kapi_e2e::{wait_for, Kapi, Request};
 use serde_json::{json, Value};
 
-const FLOW_SCHEMAS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
-const LEVELS: &str = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
-const SCHEMA_HEADER: &str = "x-kubernetes-pf-flowschema-uid: ";
-const LEVEL_HEADER: &str = "x-kubernetes-pf-prioritylevel-uid: ";
 const MANAGER: &str = "api-priority-and-fairness-config-consumer-v1";
 
 /// kube's bootstrap FlowSchemas with the level each names.
@@ -30,13 +27,6 @@ const BOOTSTRAP: [(&str, &str); 11] = [
     ("global-default", "global-default"),
     ("catch-all", "catch-all"),
 ];
-
-fn cert(kapi: &Kapi, user: &str) -> (PathBuf, PathBuf) {
-    match kapi.issue_client_cert(user, &[]) {
-        Credential::Cert { cert, key } => (cert, key),
-        other => panic!("not a certificate: {other:?}"),
-    }
-}
 
 fn get(kapi: &Kapi, path: &str) -> Option<Value> {
     let r = kapi.request(&Request::get(path));
@@ -102,7 +92,7 @@ fn schemas_say_whether_their_level_exists_and_dangling_ones_classify_nothing() {
     // A schema for alice naming a level that does not exist yet.
     let out = kapi.kubectl(&["create", "clusterrolebinding", "alice", "--clusterrole=view", "--user=alice"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let alice = cert(&kapi, "alice");
+    let alice = user_cert(&kapi, "alice");
     let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": "alices"},
         "spec": {"priorityLevelConfiguration": {"name": "alice-level"}, "matchingPrecedence": 500, "distinguisherMethod": {"type": "ByUser"},
                  "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],

@@ -31,10 +31,9 @@ use self::level::Level;
 /// A priority level of the snapshot.
 #[derive(Debug)]
 pub struct LevelEntry {
-    /// The object's `metadata.uid` ("" for a mandatory level not stored yet).
-    pub uid: String,
-    /// The same, as the header value every answer of the level carries.
-    pub uid_header: HeaderValue,
+    /// The object's `metadata.uid` ("" for a mandatory level not stored yet), as the header
+    /// value every answer of the level carries.
+    pub uid: HeaderValue,
     /// Its configuration.
     pub config: PriorityLevel,
     /// Its bounds for the server's limit.
@@ -118,9 +117,8 @@ impl Snapshot {
             if queues.is_none() {
                 crate::metrics::flowcontrol_current_limit(&level.name, limits.nominal);
             }
-            let uid = level_uids.get(level.name.as_str()).cloned().unwrap_or_default();
-            let uid_header = header_value(&uid);
-            entries.insert(level.name.clone(), LevelEntry { uid, uid_header, config: level.clone(), limits, queues });
+            let uid = header_value(level_uids.get(level.name.as_str()).map_or("", String::as_str));
+            entries.insert(level.name.clone(), LevelEntry { uid, config: level.clone(), limits, queues });
         }
         for gone in previous.levels.keys().filter(|name| !entries.contains_key(*name)) {
             crate::metrics::flowcontrol_forget_level(gone);
@@ -143,7 +141,7 @@ impl Snapshot {
         Some(Decision {
             level: class.level.name.clone(),
             schema_uid: self.schema_uids.get(&schema).cloned().unwrap_or_else(|| HeaderValue::from_static("")),
-            level_uid: entry.uid_header.clone(),
+            level_uid: entry.uid.clone(),
             queues: entry.queues.clone(),
             flow_hash: flow_hash(&schema, &distinguisher),
             max_seats: entry.limits.max_seats,

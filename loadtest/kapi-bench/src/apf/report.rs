@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::rates::{Rates, Window, CONNECTIONS, PAYLOAD};
 use super::{ModeResult, Plan, LEADER, REQUEST_TIMEOUT};
-use crate::stats::{ms, Samples};
+use crate::stats::{median, ms, Samples};
 
 /// Issue 22's bound on what APF may cost when nothing contends, in percent.
 const COST_TARGET: f64 = 3.0;
@@ -86,15 +86,6 @@ pub(super) fn report(plan: &Plan, off: &ModeResult, on: &ModeResult) -> String {
     out.push('\n');
     out.push_str(&rates(plan, &off.rates, &on.rates));
     out
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// The medians of one kind of request's rounds: (rate, p50, p99, kapi CPU per request), in
